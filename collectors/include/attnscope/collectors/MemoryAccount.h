@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+
+namespace attnscope {
+
+// Bytes allocated and the peak of live bytes seen by one op, autograd node or attention call,
+// fed by MemoryReporter from the allocator's reports on the current thread. The first report
+// fixes the device the account follows (reports of other devices are ignored) and its base:
+// the live bytes just before that first allocation.
+struct MemoryAccount {
+  static constexpr int8_t kNoDevice = -1;
+
+  int8_t device = kNoDevice;  // 0: host, 1: accelerator
+  int64_t base = 0;           // live bytes before the first allocation seen
+  int64_t bytes = 0;          // bytes allocated (frees not subtracted)
+  int64_t peakLive = 0;       // highest live bytes seen (absolute)
+
+  void reset() { *this = MemoryAccount(); }
+  bool seen() const { return device != kNoDevice; }
+
+  // alloc_size is negative for a free; totalAllocated is the allocator's live bytes after it.
+  void report(int64_t allocSize, int64_t totalAllocated, int8_t dev) {
+    if (device == kNoDevice) {
+      device = dev;
+      base = totalAllocated - allocSize;
+      peakLive = base;
+    }
+    if (dev != device) return;
+    if (allocSize > 0) bytes += allocSize;
+    if (totalAllocated > peakLive) peakLive = totalAllocated;
+  }
+
+  // Peak live bytes above `reference` (the base of the enclosing call); 0 when nothing was seen.
+  int64_t peakAbove(int64_t reference) const {
+    return seen() && peakLive > reference ? peakLive - reference : 0;
+  }
+};
+
+// The accounts the allocator reports on this thread go to (null: none). The observer points them
+// at the current op and call; MemoryReporter feeds them.
+struct MemoryTargets {
+  MemoryAccount* op = nullptr;
+  MemoryAccount* call = nullptr;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,76 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "attnscope/core/Export.h"
+#include "attnscope/core/Log.h"
+
+namespace attnscope {
+
+// Names of the environment variables, one documented meaning each (docs/CONFIGURATION.md).
+constexpr char kEnvEnable[] = "ATTNSCOPE_ENABLE";
+constexpr char kEnvSampleEvery[] = "ATTNSCOPE_SAMPLE_EVERY";
+constexpr char kEnvIntervalS[] = "ATTNSCOPE_INTERVAL_S";
+constexpr char kEnvLogLevel[] = "ATTNSCOPE_LOG_LEVEL";
+constexpr char kEnvSummaryJson[] = "ATTNSCOPE_SUMMARY_JSON";
+constexpr char kEnvMemory[] = "ATTNSCOPE_MEMORY";
+constexpr char kEnvFusedOps[] = "ATTNSCOPE_FUSED_OPS";
+constexpr char kEnvMaxLayers[] = "ATTNSCOPE_MAX_LAYERS";
+
+// Everything attnscope can be told. Fill it from code, from the environment, or both
+// (fromEnvironment() starts from the defaults below and applies every ATTNSCOPE_* variable).
+struct ATTNSCOPE_API Config {
+  // Master switch. Off: start() installs nothing and every call is a no-op.
+  bool enable = true;
+  // Record one step in N (1 = every step). Unsampled steps install no callbacks at all.
+  int64_t sampleEvery = 1;
+  // Seconds between reporting rounds (aggregation, export).
+  double intervalSeconds = 10.0;
+  LogLevel logLevel = LogLevel::kInfo;
+  // Per-rank JSON summary written at stop(); "{rank}" expands to the rank. Empty: none.
+  std::string summaryJson;
+  // Attribute allocator reports (bytes allocated, peak live bytes) to layers and op kinds.
+  bool memory = true;
+  // Recognise fused attention ops (scaled_dot_product_attention, _native_multi_head_attention,
+  // flash/efficient kernels) outside any AttentionScope. Costs a callback on every op.
+  bool fusedOps = false;
+  // Upper bound on distinct layer names; keeps per-rank state bounded.
+  int64_t maxLayers = 1024;
+
+  // Parses one variable into this config.
+  // \throw std::invalid_argument naming the variable, the value and what is allowed.
+  // Returns false (and changes nothing) when `name` is not a known ATTNSCOPE_* variable.
+  bool set(const std::string& name, const std::string& value);
+
+  // Checks across settings and against the file system (the summary directory exists).
+  // \throw std::invalid_argument naming the variable, the value and what is allowed.
+  void validate() const;
+
+  // Defaults + every ATTNSCOPE_* variable of the process environment, then validate().
+  // Unknown ATTNSCOPE_* names are logged as warnings (with the closest known name).
+  // \throw std::invalid_argument on the first bad value.
+  static Config fromEnvironment();
+
+  // Same, from an explicit name -> value map (tests, launchers). Unknown ATTNSCOPE_* names
+  // are appended to `warnings` (when given) instead of being logged.
+  static Config fromVariables(const std::map<std::string, std::string>& vars,
+                              std::vector<std::string>* warnings = nullptr);
+
+  // summaryJson with "{rank}" replaced; empty when no summary is configured.
+  std::string summaryPathForRank(int rank) const;
+
+  struct Variable {
+    const char* name;
+    const char* type;
+    const char* defaultValue;
+    const char* allowed;
+    const char* meaning;
+  };
+  // Every known variable, for documentation and `--help` texts.
+  static const std::vector<Variable>& variables();
+};
+
+}  // namespace attnscope

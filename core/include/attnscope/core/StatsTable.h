@@ -1,0 +1,87 @@
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "attnscope/core/Export.h"
+#include "attnscope/core/Histogram.h"
+#include "attnscope/core/OpKind.h"
+
+namespace attnscope {
+
+// What one attention call (one layer, one phase) cost, broken down by op kind. Built on the
+// training thread (forward) or from backward nodes, then added to a StatsTable in one go.
+struct CallRecord {
+  struct Kind {
+    int64_t ns = 0;      // summed time of the ops of this kind
+    uint32_t ops = 0;    // how many top-level ops (forward) or autograd nodes (backward)
+    int64_t bytes = 0;   // bytes allocated while they ran
+    int64_t peak = 0;    // peak live bytes above the call's base while they ran
+  };
+  int32_t layer = -1;
+  Phase phase = Phase::kForward;
+  int64_t ns = 0;        // the whole call: scope wall time (forward), summed nodes (backward)
+  int64_t bytes = 0;
+  int64_t peak = 0;
+  std::array<Kind, kNumOpKinds> kinds{};
+};
+
+// Statistics of one (layer, phase, op kind) cell, or of the whole call when kind is "all".
+struct CellStats {
+  LogHistogram seconds;  // one sample per call in which the kind ran
+  uint64_t ops = 0;
+  int64_t bytes = 0;     // bytes allocated, summed over calls
+  int64_t peak = 0;      // largest peak live bytes above the call's base
+
+  void merge(const CellStats& other);
+};
+
+struct PhaseStats {
+  CellStats call;                                 // the whole attention call
+  std::array<std::unique_ptr<CellStats>, kNumOpKinds> kinds;  // null until the kind runs
+
+  PhaseStats() = default;
+  PhaseStats(const PhaseStats& other);
+  PhaseStats& operator=(const PhaseStats& other);
+  void merge(const PhaseStats& other);
+};
+
+struct LayerStats {
+  std::string name;
+  std::array<std::unique_ptr<PhaseStats>, kNumPhases> phases;  // null until the phase runs
+
+  LayerStats() = default;
+  LayerStats(const LayerStats& other);
+  LayerStats& operator=(const LayerStats& other);
+};
+
+// Per-layer statistics of one rank. Memory is bounded by maxLayers × phases × op kinds
+// (histograms are allocated when a cell is first used) and does not grow with the step count.
+// Not thread-safe: the owner serialises access.
+class ATTNSCOPE_API StatsTable {
+ public:
+  explicit StatsTable(int64_t maxLayers = 1024) : maxLayers_(maxLayers) {}
+
+  // Id of a layer name, registering it on first use; -1 once maxLayers names are known.
+  int32_t layerId(const std::string& name);
+  void add(const CallRecord& record);
+  // Adds another table's statistics, matching layers by name.
+  void merge(const StatsTable& other);
+  void clear();
+
+  const std::vector<LayerStats>& layers() const { return layers_; }
+  // Calls of unknown layers (beyond maxLayers) that were counted but not recorded.
+  uint64_t droppedCalls() const { return droppedCalls_; }
+
+ private:
+  int64_t maxLayers_;
+  std::vector<LayerStats> layers_;
+  std::unordered_map<std::string, int32_t> ids_;
+  uint64_t droppedCalls_ = 0;
+};
+
+}  // namespace attnscope

@@ -1,0 +1,54 @@
+#include "attnscope/core/Histogram.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace attnscope {
+
+int LogHistogram::bucketIndex(double value) {
+  if (!(value > 0.0)) return 0;  // zero, negative and NaN go to the first bucket
+  const double scaled = (std::log2(value) - kMinExp) * kSubBuckets;
+  if (scaled <= 0.0) return 0;
+  if (scaled >= kNumBuckets) return kNumBuckets - 1;
+  return static_cast<int>(scaled);
+}
+
+double LogHistogram::bucketLower(int index) {
+  return std::exp2(static_cast<double>(index) / kSubBuckets + kMinExp);
+}
+
+void LogHistogram::add(double value) {
+  ++buckets_[bucketIndex(value)];
+  ++count_;
+  sum_ += value;
+  min_ = std::min(min_, value);
+  max_ = std::max(max_, value);
+}
+
+void LogHistogram::merge(const LogHistogram& other) {
+  for (int i = 0; i < kNumBuckets; ++i) buckets_[i] += other.buckets_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+}
+
+void LogHistogram::clear() { *this = LogHistogram(); }
+
+double LogHistogram::quantile(double q) const {
+  if (count_ == 0) return 0.0;
+  q = std::clamp(q, 0.0, 1.0);
+  // Rank of the wanted value, 1-based, as in the "nearest rank" definition.
+  const uint64_t rank = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(q * count_)));
+  uint64_t seen = 0;
+  for (int i = 0; i < kNumBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen >= rank) {
+      const double mid = std::sqrt(bucketLower(i) * bucketUpper(i));
+      return std::clamp(mid, min_, max_);
+    }
+  }
+  return max_;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,159 @@
+#include "attnscope/core/OpKind.h"
+
+#include <string_view>
+#include <unordered_map>
+
+namespace attnscope {
+namespace {
+
+// What a name says about an op before its position in the recipe is known.
+enum class Family : uint8_t {
+  kProjection,   // linear, addmm, mm
+  kWeightT,      // t: the weight transpose that starts an unfused linear (t, matmul, add_)
+  kBatchMatmul,  // bmm, matmul, baddbmm, einsum
+  kSoftmax,
+  kMask,
+  kDropout,
+  kLayout,
+  kElementwise,  // mul, div, add, sub: scaling or mask addition
+  kFused,
+};
+
+const std::unordered_map<std::string_view, Family>& families() {
+  static const std::unordered_map<std::string_view, Family> kFamilies = [] {
+    std::unordered_map<std::string_view, Family> m;
+    for (const char* n : {"linear", "addmm", "mm", "_addmm_activation"}) m[n] = Family::kProjection;
+    m["t"] = Family::kWeightT;
+    for (const char* n : {"bmm", "matmul", "baddbmm", "einsum", "_bmm"}) m[n] = Family::kBatchMatmul;
+    for (const char* n : {"softmax", "_softmax", "log_softmax", "_log_softmax", "_masked_softmax",
+                          "_safe_softmax"}) {
+      m[n] = Family::kSoftmax;
+    }
+    for (const char* n : {"masked_fill", "masked_fill_", "where", "tril", "triu", "tril_", "triu_",
+                          "logical_not", "eq", "ne"}) {
+      m[n] = Family::kMask;
+    }
+    for (const char* n : {"dropout", "dropout_", "native_dropout", "feature_dropout",
+                          "alpha_dropout", "bernoulli", "bernoulli_"}) {
+      m[n] = Family::kDropout;
+    }
+    for (const char* n :
+         {"view", "reshape", "_reshape_alias", "_unsafe_view", "view_as", "transpose", "transpose_",
+          "permute", "contiguous", "clone", "copy_", "chunk", "split", "split_with_sizes",
+          "unsafe_split", "unsafe_chunk", "unflatten", "flatten", "expand", "expand_as", "select",
+          "slice", "narrow", "unsqueeze", "squeeze", "squeeze_", "unsqueeze_", "cat", "stack",
+          "to", "_to_copy", "empty", "empty_like", "empty_strided", "as_strided", "unbind",
+          "repeat", "detach", "alias", "zeros", "zeros_like", "ones", "ones_like", "lift_fresh",
+          "tensor_split", "movedim", "swapaxes", "resize_", "fill_", "zero_"}) {
+      m[n] = Family::kLayout;
+    }
+    for (const char* n : {"mul", "mul_", "div", "div_", "add", "add_", "sub", "sub_",
+                          "true_divide", "scalar_tensor", "rsqrt", "sqrt"}) {
+      m[n] = Family::kElementwise;
+    }
+    for (const char* n :
+         {"scaled_dot_product_attention", "_scaled_dot_product_attention",
+          "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
+          "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+          "_scaled_dot_product_flash_attention_for_cpu", "_flash_attention_forward",
+          "_efficient_attention_forward", "_native_multi_head_attention",
+          "_transformer_encoder_layer_fwd", "_fused_sdp_choice"}) {
+      m[n] = Family::kFused;
+    }
+    return m;
+  }();
+  return kFamilies;
+}
+
+std::string_view stripNamespace(const char* opName) {
+  std::string_view name(opName ? opName : "");
+  if (name.rfind("aten::", 0) == 0) name.remove_prefix(6);
+  return name;
+}
+
+}  // namespace
+
+const char* opKindName(OpKind kind) {
+  switch (kind) {
+    case OpKind::kQkvProjection: return "qkv_projection";
+    case OpKind::kScoreMatmul: return "score_matmul";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kDropout: return "dropout";
+    case OpKind::kContextMatmul: return "context_matmul";
+    case OpKind::kOutputProjection: return "output_projection";
+    case OpKind::kLayoutCopy: return "layout_copy";
+    case OpKind::kFusedAttention: return "fused_attention";
+    case OpKind::kOther: return "other";
+    case OpKind::kCount: break;
+  }
+  return "?";
+}
+
+const char* phaseName(Phase phase) {
+  switch (phase) {
+    case Phase::kForward: return "forward";
+    case Phase::kBackward: return "backward";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kCount: break;
+  }
+  return "?";
+}
+
+bool isFusedAttentionOp(const char* opName) {
+  const auto& f = families();
+  const auto it = f.find(stripNamespace(opName));
+  return it != f.end() && it->second == Family::kFused;
+}
+
+OpKind OpClassifier::classify(const char* opName) {
+  const auto& f = families();
+  const std::string_view name = stripNamespace(opName);
+  const auto it = f.find(name);
+  const bool projectionWasOpen = projectionOpen_;
+  projectionOpen_ = false;
+  if (it == f.end()) return OpKind::kOther;
+  const OpKind projection =
+      stage_ == kBeforeScores ? OpKind::kQkvProjection : OpKind::kOutputProjection;
+  switch (it->second) {
+    case Family::kProjection:
+      projectionOpen_ = true;  // a bias add may follow
+      return projection;
+    case Family::kWeightT:
+      // LibTorch's F::linear on 3-D input runs t(weight), matmul, add_(bias).
+      projectionOpen_ = true;
+      return projection;
+    case Family::kBatchMatmul:
+      if (projectionWasOpen) {
+        projectionOpen_ = true;
+        return projection;
+      }
+      if (stage_ <= kAfterScores) {
+        stage_ = kAfterScores;
+        return OpKind::kScoreMatmul;
+      }
+      stage_ = kAfterContext;
+      return OpKind::kContextMatmul;
+    case Family::kSoftmax:
+      stage_ = kAfterSoftmax;
+      return OpKind::kSoftmax;
+    case Family::kMask:
+      return OpKind::kSoftmax;
+    case Family::kDropout:
+      return OpKind::kDropout;
+    case Family::kLayout:
+      return OpKind::kLayoutCopy;
+    case Family::kElementwise:
+      if (projectionWasOpen && name.rfind("add", 0) == 0) {
+        return projection;  // the bias add of a projection
+      }
+      if (stage_ == kBeforeScores) return OpKind::kScoreMatmul;
+      if (stage_ == kAfterScores) return OpKind::kSoftmax;
+      return OpKind::kOther;
+    case Family::kFused:
+      stage_ = kAfterContext;
+      return OpKind::kFusedAttention;
+  }
+  return OpKind::kOther;
+}
+
+}  // namespace attnscope

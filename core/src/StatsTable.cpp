@@ -1,0 +1,100 @@
+#include "attnscope/core/StatsTable.h"
+
+#include <algorithm>
+
+namespace attnscope {
+
+void CellStats::merge(const CellStats& other) {
+  seconds.merge(other.seconds);
+  ops += other.ops;
+  bytes += other.bytes;
+  peak = std::max(peak, other.peak);
+}
+
+PhaseStats::PhaseStats(const PhaseStats& other) { *this = other; }
+
+PhaseStats& PhaseStats::operator=(const PhaseStats& other) {
+  if (this == &other) return *this;
+  call = other.call;
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    kinds[k] = other.kinds[k] ? std::make_unique<CellStats>(*other.kinds[k]) : nullptr;
+  }
+  return *this;
+}
+
+void PhaseStats::merge(const PhaseStats& other) {
+  call.merge(other.call);
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    if (!other.kinds[k]) continue;
+    if (!kinds[k]) kinds[k] = std::make_unique<CellStats>();
+    kinds[k]->merge(*other.kinds[k]);
+  }
+}
+
+LayerStats::LayerStats(const LayerStats& other) { *this = other; }
+
+LayerStats& LayerStats::operator=(const LayerStats& other) {
+  if (this == &other) return *this;
+  name = other.name;
+  for (int p = 0; p < kNumPhases; ++p) {
+    phases[p] = other.phases[p] ? std::make_unique<PhaseStats>(*other.phases[p]) : nullptr;
+  }
+  return *this;
+}
+
+int32_t StatsTable::layerId(const std::string& name) {
+  const auto it = ids_.find(name);
+  if (it != ids_.end()) return it->second;
+  if (static_cast<int64_t>(layers_.size()) >= maxLayers_) return -1;
+  const auto id = static_cast<int32_t>(layers_.size());
+  layers_.emplace_back();
+  layers_.back().name = name;
+  ids_.emplace(name, id);
+  return id;
+}
+
+void StatsTable::add(const CallRecord& record) {
+  if (record.layer < 0 || record.layer >= static_cast<int32_t>(layers_.size())) {
+    ++droppedCalls_;
+    return;
+  }
+  auto& slot = layers_[record.layer].phases[static_cast<int>(record.phase)];
+  if (!slot) slot = std::make_unique<PhaseStats>();
+  PhaseStats& phase = *slot;
+  phase.call.seconds.add(static_cast<double>(record.ns) * 1e-9);
+  phase.call.bytes += record.bytes;
+  phase.call.peak = std::max(phase.call.peak, record.peak);
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const CallRecord::Kind& kind = record.kinds[k];
+    if (kind.ops == 0) continue;
+    phase.call.ops += kind.ops;
+    if (!phase.kinds[k]) phase.kinds[k] = std::make_unique<CellStats>();
+    CellStats& cell = *phase.kinds[k];
+    cell.seconds.add(static_cast<double>(kind.ns) * 1e-9);
+    cell.ops += kind.ops;
+    cell.bytes += kind.bytes;
+    cell.peak = std::max(cell.peak, kind.peak);
+  }
+}
+
+void StatsTable::merge(const StatsTable& other) {
+  for (const LayerStats& theirs : other.layers_) {
+    const int32_t id = layerId(theirs.name);
+    if (id < 0) continue;
+    LayerStats& mine = layers_[id];
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (!theirs.phases[p]) continue;
+      if (!mine.phases[p]) mine.phases[p] = std::make_unique<PhaseStats>();
+      mine.phases[p]->merge(*theirs.phases[p]);
+    }
+  }
+  droppedCalls_ += other.droppedCalls_;
+}
+
+void StatsTable::clear() {
+  layers_.clear();
+  ids_.clear();
+  droppedCalls_ = 0;
+}
+
+}  // namespace attnscope

@@ -1,0 +1,225 @@
+#include "Observer.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "Session.h"
+#include "attnscope/collectors/Clock.h"
+#include "attnscope/collectors/MemoryReporter.h"
+#include "attnscope/core/OpKind.h"
+
+namespace attnscope {
+namespace detail {
+namespace {
+
+// One open attention call on this thread.
+struct Frame {
+  Session* session = nullptr;
+  CallRecord record;
+  OpClassifier classifier;
+  int64_t t0 = 0;
+  uint64_t instance = 0;
+  MemoryAccount callAccount;
+  size_t linksBegin = 0;
+  // The top-level op now running inside the call (depth 1); nested ops only record links.
+  int depth = 0;
+  int64_t opT0 = 0;
+  OpKind opKind = OpKind::kOther;
+  MemoryAccount opAccount;
+};
+
+struct ThreadState {
+  ThreadState() {
+    frames.reserve(8);
+    links.reserve(1024);
+  }
+  std::vector<Frame> frames;
+  std::vector<std::pair<uint64_t, Link>> links;  // links of the open frames, flushed at exit
+  at::CallbackHandle forwardHandle = 0;
+  uint64_t threadId = 0;
+  bool threadIdKnown = false;
+  // Names for fused ops seen outside any scope: "<op>.<k>", k counting per step on this thread.
+  uint64_t fusedStepMark = ~0ULL;
+  uint64_t fusedCounter = 0;
+};
+
+thread_local ThreadState tState;
+
+uint64_t forwardThreadId(ThreadState& t) {
+  if (!t.threadIdKnown) {
+    t.threadId = at::RecordFunction::currentThreadId();
+    t.threadIdKnown = true;
+  }
+  return t.threadId;
+}
+
+void pointMemoryTargets(ThreadState& t) {
+  MemoryTargets& targets = MemoryReporter::targets();
+  if (t.frames.empty()) {
+    targets.call = nullptr;
+    targets.op = nullptr;
+    return;
+  }
+  Frame& f = t.frames.back();
+  targets.call = &f.callAccount;
+  targets.op = f.depth > 0 ? &f.opAccount : nullptr;
+}
+
+std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn) {
+  ThreadState& t = tState;
+  if (t.frames.empty()) return nullptr;  // the callback travelled to another thread's state
+  Frame& f = t.frames.back();
+  if (++f.depth == 1) {
+    f.opKind = f.classifier.classify(fn.name());
+    f.opAccount.reset();
+    MemoryReporter::targets().op = &f.opAccount;
+    f.opT0 = nowNs();
+  }
+  const int64_t seq = fn.seqNr();
+  if (seq >= 0) {
+    t.links.emplace_back(linkKey(forwardThreadId(t), seq), Link{f.instance, f.record.layer, f.opKind});
+  }
+  return nullptr;
+}
+
+void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+  ThreadState& t = tState;
+  if (t.frames.empty()) return;
+  Frame& f = t.frames.back();
+  if (f.depth <= 0) return;  // an op that started before this scope opened
+  if (--f.depth > 0) return;
+  const int64_t ns = nowNs() - f.opT0;
+  CallRecord::Kind& k = f.record.kinds[static_cast<int>(f.opKind)];
+  k.ns += ns;
+  k.ops += 1;
+  k.bytes += f.opAccount.bytes;
+  const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
+  k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
+  MemoryReporter::targets().op = nullptr;
+}
+
+at::RecordFunctionCallback forwardCallback() {
+  return at::RecordFunctionCallback(&onForwardStart, &onForwardEnd)
+      .scopes({at::RecordScope::FUNCTION});
+}
+
+// Backward: an autograd node whose (forward thread, sequence number) was linked in forward.
+struct NodeContext final : at::ObserverContext {
+  Session* session = nullptr;
+  Link link;
+  int64_t t0 = 0;
+  MemoryAccount account;
+  MemoryAccount* savedOp = nullptr;
+};
+
+std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& fn) {
+  Session* s = currentSession();
+  if (s == nullptr) return nullptr;
+  s->noteBackward();
+  if (!s->sampled()) return nullptr;
+  const int64_t seq = fn.seqNr();
+  if (seq < 0) return nullptr;
+  Link link;
+  if (!s->findLink(linkKey(fn.forwardThreadId(), seq), &link)) return nullptr;
+  auto ctx = std::make_unique<NodeContext>();
+  ctx->session = s;
+  ctx->link = link;
+  MemoryTargets& targets = MemoryReporter::targets();
+  ctx->savedOp = targets.op;
+  targets.op = &ctx->account;
+  ctx->t0 = nowNs();
+  return ctx;
+}
+
+void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  if (ctx == nullptr) return;
+  auto* node = static_cast<NodeContext*>(ctx);
+  const int64_t ns = nowNs() - node->t0;
+  MemoryReporter::targets().op = node->savedOp;
+  node->session->addBackwardNode(node->link, ns, node->account);
+}
+
+// Fused attention ops outside any scope open an implicit attention call for their duration.
+struct FusedContext final : at::ObserverContext {};
+
+std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) {
+  ThreadState& t = tState;
+  if (!t.frames.empty()) return nullptr;  // inside a scope the thread-local callback classifies
+  const char* name = fn.name();
+  if (!isFusedAttentionOp(name)) return nullptr;
+  Session* s = currentSession();
+  if (s == nullptr || !s->sampled()) return nullptr;
+  const uint64_t mark = s->stepIndex();
+  if (mark != t.fusedStepMark) {
+    t.fusedStepMark = mark;
+    t.fusedCounter = 0;
+  }
+  std::string layer(name);
+  if (layer.rfind("aten::", 0) == 0) layer.erase(0, 6);
+  layer += "." + std::to_string(t.fusedCounter++);
+  if (!Observer::enterScope(s, layer.c_str())) return nullptr;
+  Frame& f = t.frames.back();
+  const int64_t seq = fn.seqNr();
+  if (seq >= 0) {
+    t.links.emplace_back(linkKey(forwardThreadId(t), seq),
+                         Link{f.instance, f.record.layer, OpKind::kFusedAttention});
+  }
+  return std::make_unique<FusedContext>();
+}
+
+void onFusedEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  if (ctx != nullptr) Observer::exitScope();
+}
+
+}  // namespace
+
+bool Observer::enterScope(Session* session, const char* layerName) {
+  const int32_t layer = session->layerId(layerName);
+  if (layer < 0) return false;
+  ThreadState& t = tState;
+  if (session->config().memory) MemoryReporter::installOnCurrentThread();
+  t.frames.emplace_back();
+  Frame& f = t.frames.back();
+  f.session = session;
+  f.record.layer = layer;
+  f.record.phase = insideBackwardPass() ? Phase::kRecompute : Phase::kForward;
+  f.instance = session->newInstance();
+  f.linksBegin = t.links.size();
+  pointMemoryTargets(t);
+  if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback());
+  f.t0 = nowNs();
+  return true;
+}
+
+void Observer::exitScope() {
+  ThreadState& t = tState;
+  if (t.frames.empty()) return;
+  const int64_t end = nowNs();
+  Frame& f = t.frames.back();
+  f.record.ns = end - f.t0;
+  f.record.bytes = f.callAccount.bytes;
+  f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
+  f.session->addForwardCall(f.record, t.links.data() + f.linksBegin, t.links.size() - f.linksBegin);
+  t.links.resize(f.linksBegin);
+  t.frames.pop_back();
+  if (t.frames.empty() && t.forwardHandle != 0) {
+    at::removeCallback(t.forwardHandle);
+    t.forwardHandle = 0;
+  }
+  pointMemoryTargets(t);
+}
+
+at::RecordFunctionCallback Observer::backwardCallback() {
+  return at::RecordFunctionCallback(&onBackwardStart, &onBackwardEnd)
+      .scopes({at::RecordScope::BACKWARD_FUNCTION});
+}
+
+at::RecordFunctionCallback Observer::fusedOpCallback() {
+  return at::RecordFunctionCallback(&onFusedStart, &onFusedEnd).scopes({at::RecordScope::FUNCTION});
+}
+
+}  // namespace detail
+}  // namespace attnscope

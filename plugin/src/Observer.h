@@ -1,0 +1,34 @@
+#pragma once
+
+#include <ATen/record_function.h>
+
+namespace attnscope {
+namespace detail {
+
+class Session;
+
+// The RecordFunction callbacks and the per-thread state behind AttentionScope.
+//
+// Cost model (docs/ARCHITECTURE.md): ops outside attention meet no attnscope callback at all.
+//  - A thread-local FUNCTION-scope callback exists only while an AttentionScope is open on the
+//    thread (added at the outermost scope's entry, removed at its exit).
+//  - A global BACKWARD_FUNCTION-scope callback exists only during sampled steps (and, until the
+//    first step() call, on every step to infer step boundaries from backward passes).
+//  - A global FUNCTION-scope callback for fused attention ops exists only during sampled steps
+//    and only with ATTNSCOPE_FUSED_OPS=1.
+class Observer {
+ public:
+  // Opens an attention call on this thread. False when it is not recorded (layer cap reached).
+  static bool enterScope(Session* session, const char* layerName);
+  static void exitScope();
+
+  static at::RecordFunctionCallback backwardCallback();
+  static at::RecordFunctionCallback fusedOpCallback();
+};
+
+// True while the calling thread executes an autograd graph task (a backward pass), so that an
+// attention call made then is an activation-checkpointing recompute.
+bool insideBackwardPass();
+
+}  // namespace detail
+}  // namespace attnscope

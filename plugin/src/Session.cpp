@@ -1,0 +1,212 @@
+#include "Session.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+
+#include <torch/version.h>
+
+#include "Observer.h"
+#include "attnscope/attnscope.h"
+#include "attnscope/collectors/MemoryReporter.h"
+#include "attnscope/core/Log.h"
+#include "attnscope/exporters/SummaryJson.h"
+#include "attnscope/exporters/SummaryTable.h"
+
+namespace attnscope {
+namespace detail {
+namespace {
+
+std::atomic<Session*> gSession{nullptr};
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Rank and world from the launcher's environment (torchrun, then OpenMPI); 0 and 1 otherwise.
+int envInt(const char* first, const char* second, int fallback) {
+  for (const char* name : {first, second}) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && *v != '\0') {
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (*end == '\0' && n >= 0) return static_cast<int>(n);
+    }
+  }
+  return fallback;
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+Session* currentSession() { return gSession.load(std::memory_order_acquire); }
+void setCurrentSession(Session* session) { gSession.store(session, std::memory_order_release); }
+
+Session::Session(const Config& config) : config_(config), stats_(config.maxLayers) {
+  run_.rank = envInt("RANK", "OMPI_COMM_WORLD_RANK", 0);
+  run_.worldSize = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
+  run_.localRank = envInt("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0);
+  run_.node = hostName();
+  run_.attnscopeVersion = version();
+  run_.torchVersion = std::to_string(TORCH_VERSION_MAJOR) + "." +
+                      std::to_string(TORCH_VERSION_MINOR) + "." +
+                      std::to_string(TORCH_VERSION_PATCH);
+  run_.sampleEvery = config.sampleEvery;
+  run_.startUnixSeconds = unixNow();
+}
+
+void Session::begin() {
+  if (config_.memory) {
+    MemoryReporter::setEnabled(true);
+    if (!MemoryReporter::installOnCurrentThread()) {
+      ATTNSCOPE_LOG(kWarn, "another profiler (torch.profiler?) holds the allocator-report slot on "
+                           "this thread; memory is attributed once it stops");
+    }
+  }
+  std::lock_guard<std::mutex> lock(callbackMutex_);
+  updateGlobalCallbacks(true);
+}
+
+void Session::updateGlobalCallbacks(bool sampledStep) {
+  // Until step() is called, step boundaries are inferred from backward passes, which needs the
+  // backward callback on every step.
+  const bool wantBackward = sampledStep || !explicitSteps_.load();
+  if (wantBackward && backwardHandle_ == 0) {
+    backwardHandle_ = at::addGlobalCallback(Observer::backwardCallback());
+  } else if (!wantBackward && backwardHandle_ != 0) {
+    at::removeCallback(backwardHandle_);
+    backwardHandle_ = 0;
+  }
+  const bool wantFused = config_.fusedOps && sampledStep;
+  if (wantFused && fusedHandle_ == 0) {
+    fusedHandle_ = at::addGlobalCallback(Observer::fusedOpCallback());
+  } else if (!wantFused && fusedHandle_ != 0) {
+    at::removeCallback(fusedHandle_);
+    fusedHandle_ = 0;
+  }
+}
+
+void Session::step(bool explicitCall) {
+  if (explicitCall) explicitSteps_.store(true);
+  backwardSeen_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(statsMutex_);
+    fold();
+    ++run_.stepsSeen;
+    if (sampled_.load()) ++run_.stepsSampled;
+  }
+  {
+    std::lock_guard<std::mutex> lock(linkMutex_);
+    links_.clear();
+  }
+  const uint64_t next = stepIndex_.fetch_add(1) + 1;
+  const bool nextSampled = next % static_cast<uint64_t>(config_.sampleEvery) == 0;
+  sampled_.store(nextSampled);
+  std::lock_guard<std::mutex> lock(callbackMutex_);
+  updateGlobalCallbacks(nextSampled);
+}
+
+int32_t Session::layerId(const char* name) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  const int32_t id = stats_.layerId(name);
+  if (id < 0) {
+    if (run_.droppedCalls++ == 0) {
+      ATTNSCOPE_LOG(kWarn, "more than " << config_.maxLayers << " attention layer names (ATTNSCOPE_MAX_LAYERS); \""
+                                        << name << "\" and later new names are counted, not recorded");
+    }
+  }
+  return id;
+}
+
+void Session::addForwardCall(const CallRecord& record, const std::pair<uint64_t, Link>* links,
+                             size_t numLinks) {
+  if (numLinks > 0) {
+    std::lock_guard<std::mutex> lock(linkMutex_);
+    for (size_t i = 0; i < numLinks; ++i) links_[links[i].first] = links[i].second;
+  }
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  stats_.add(record);
+}
+
+bool Session::findLink(uint64_t key, Link* out) {
+  std::lock_guard<std::mutex> lock(linkMutex_);
+  const auto it = links_.find(key);
+  if (it == links_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
+void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  CallRecord& r = pendingBackward_[link.instance];
+  r.layer = link.layer;
+  r.phase = Phase::kBackward;
+  r.ns += ns;
+  r.bytes += account.bytes;
+  const int64_t peak = account.peakAbove(account.base);
+  r.peak = std::max(r.peak, peak);
+  CallRecord::Kind& k = r.kinds[static_cast<int>(link.kind)];
+  k.ns += ns;
+  k.ops += 1;
+  k.bytes += account.bytes;
+  k.peak = std::max(k.peak, peak);
+}
+
+void Session::fold() {
+  for (const auto& [instance, record] : pendingBackward_) stats_.add(record);
+  pendingBackward_.clear();
+}
+
+StatsTable Session::statistics() {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  return stats_;
+}
+
+RunInfo Session::runInfo() {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  RunInfo run = run_;
+  run.explicitSteps = explicitSteps_.load();
+  run.memoryReports = MemoryReporter::reportsSeen();
+  run.droppedCalls += stats_.droppedCalls();
+  return run;
+}
+
+void Session::finish() {
+  {
+    std::lock_guard<std::mutex> lock(callbackMutex_);
+    if (backwardHandle_ != 0) at::removeCallback(backwardHandle_);
+    if (fusedHandle_ != 0) at::removeCallback(fusedHandle_);
+    backwardHandle_ = fusedHandle_ = 0;
+  }
+  MemoryReporter::setEnabled(false);
+  {
+    std::lock_guard<std::mutex> lock(statsMutex_);
+    fold();
+    // A step still open at stop counts when it recorded something.
+    run_.stopUnixSeconds = unixNow();
+  }
+  const RunInfo run = runInfo();
+  const StatsTable stats = statistics();
+  if (!config_.summaryJson.empty()) {
+    const std::string path = config_.summaryPathForRank(run.rank);
+    std::string error;
+    if (SummaryJson::write(path, run, stats, &error)) {
+      ATTNSCOPE_LOG(kDebug, "summary written to " << path);
+    } else {
+      ATTNSCOPE_LOG(kError, "summary not written: " << error);
+    }
+  }
+  if (Log::enabled(LogLevel::kInfo) && !stats.layers().empty()) {
+    Log::write(LogLevel::kInfo, SummaryTable::render(run, stats));
+  }
+}
+
+}  // namespace detail
+}  // namespace attnscope

@@ -1,0 +1,102 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <ATen/record_function.h>
+
+#include "attnscope/collectors/MemoryAccount.h"
+#include "attnscope/core/Config.h"
+#include "attnscope/core/RunInfo.h"
+#include "attnscope/core/StatsTable.h"
+
+namespace attnscope {
+namespace detail {
+
+// Where a forward op's autograd node belongs: recorded in forward under the key
+// (forward thread id, sequence number), looked up when the node runs in backward.
+struct Link {
+  uint64_t instance = 0;  // which attention call
+  int32_t layer = -1;
+  OpKind kind = OpKind::kOther;
+};
+
+inline uint64_t linkKey(uint64_t forwardThreadId, int64_t sequenceNr) {
+  return (forwardThreadId << 44) ^ static_cast<uint64_t>(sequenceNr);
+}
+
+// One start()..stop() of the plugin on this rank: configuration, step and sampling state, the
+// forward→backward link table and the statistics. The observer's callbacks call into it.
+class Session {
+ public:
+  explicit Session(const Config& config);
+
+  const Config& config() const { return config_; }
+  bool sampled() const { return sampled_.load(std::memory_order_relaxed); }
+
+  // Steps are inferred from backward passes until the first step() call.
+  bool autoStepPending() const {
+    return !explicitSteps_.load(std::memory_order_relaxed) &&
+           backwardSeen_.load(std::memory_order_relaxed);
+  }
+  void noteBackward() {
+    if (!backwardSeen_.load(std::memory_order_relaxed)) backwardSeen_.store(true);
+  }
+  // Ends the current step: folds its backward records, clears the link table, decides whether
+  // the next step is sampled and installs or removes the global callbacks accordingly.
+  void step(bool explicitCall);
+
+  // Index of the current step (steps ended so far).
+  uint64_t stepIndex() const { return stepIndex_.load(std::memory_order_relaxed); }
+
+  int32_t layerId(const char* name);
+  uint64_t newInstance() { return nextInstance_.fetch_add(1, std::memory_order_relaxed); }
+
+  void addForwardCall(const CallRecord& record, const std::pair<uint64_t, Link>* links,
+                      size_t numLinks);
+  bool findLink(uint64_t key, Link* out);
+  void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account);
+
+  // Installs the callbacks for the first step. Called once by start().
+  void begin();
+  // Removes the global callbacks, folds what is pending and writes the outputs.
+  void finish();
+
+  StatsTable statistics();
+  RunInfo runInfo();
+
+ private:
+  void fold();  // statsMutex_ held
+  void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
+
+  const Config config_;
+  std::atomic<bool> sampled_{true};
+  std::atomic<bool> explicitSteps_{false};
+  std::atomic<bool> backwardSeen_{false};
+  std::atomic<uint64_t> nextInstance_{1};
+  std::atomic<uint64_t> stepIndex_{0};
+
+  std::mutex callbackMutex_;
+  at::CallbackHandle backwardHandle_ = 0;
+  at::CallbackHandle fusedHandle_ = 0;
+
+  std::mutex linkMutex_;
+  std::unordered_map<uint64_t, Link> links_;
+
+  std::mutex statsMutex_;
+  StatsTable stats_;
+  std::unordered_map<uint64_t, CallRecord> pendingBackward_;
+  RunInfo run_;
+};
+
+// The running session, or null. Sessions are never freed while the process runs (a stopped
+// one is retired), so a callback that loaded the pointer can keep using it.
+Session* currentSession();
+void setCurrentSession(Session* session);
+
+}  // namespace detail
+}  // namespace attnscope
