@@ -1,4 +1,5 @@
-// Kept apart: torch/csrc/autograd/graph_task.h pulls in much of autograd.
+// Questions to LibTorch whose headers are heavy, kept apart from the observer's translation unit.
+#include <ATen/Context.h>
 #include <torch/csrc/autograd/graph_task.h>
 
 #include "Observer.h"
@@ -7,6 +8,8 @@ namespace attnscope {
 namespace detail {
 
 bool insideBackwardPass() { return torch::autograd::get_current_graph_task_exec_info() != nullptr; }
+
+bool acceleratorAvailable() { return at::hasCUDA(); }
 
 }  // namespace detail
 }  // namespace attnscope

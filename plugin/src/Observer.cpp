@@ -8,7 +8,8 @@
 
 #include "Session.h"
 #include "attnscope/collectors/Clock.h"
-#include "attnscope/collectors/MemoryReporter.h"
+#include "attnscope/collectors/DeviceMemoryReporter.h"
+#include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/OpKind.h"
 
 namespace attnscope {
@@ -23,6 +24,7 @@ struct Frame {
   int64_t t0 = 0;
   uint64_t instance = 0;
   MemoryAccount callAccount;
+  bool deviceReporter = false;  // DeviceMemoryReporter::enter() took the slot for this call
   size_t linksBegin = 0;
   // The top-level op now running inside the call (depth 1); nested ops only record links.
   int depth = 0;
@@ -57,7 +59,7 @@ uint64_t forwardThreadId(ThreadState& t) {
 }
 
 void pointMemoryTargets(ThreadState& t) {
-  MemoryTargets& targets = MemoryReporter::targets();
+  MemoryTargets& targets = MemoryTargets::current();
   if (t.frames.empty()) {
     targets.call = nullptr;
     targets.op = nullptr;
@@ -75,7 +77,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   if (++f.depth == 1) {
     f.opKind = f.classifier.classify(fn.name());
     f.opAccount.reset();
-    MemoryReporter::targets().op = &f.opAccount;
+    MemoryTargets::current().op = &f.opAccount;
     f.opT0 = nowNs();
   }
   const int64_t seq = fn.seqNr();
@@ -98,7 +100,7 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   k.bytes += f.opAccount.bytes;
   const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
   k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
-  MemoryReporter::targets().op = nullptr;
+  MemoryTargets::current().op = nullptr;
 }
 
 at::RecordFunctionCallback forwardCallback() {
@@ -113,6 +115,7 @@ struct NodeContext final : at::ObserverContext {
   int64_t t0 = 0;
   MemoryAccount account;
   MemoryAccount* savedOp = nullptr;
+  bool deviceReporter = false;
 };
 
 std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& fn) {
@@ -127,9 +130,10 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   auto ctx = std::make_unique<NodeContext>();
   ctx->session = s;
   ctx->link = link;
-  MemoryTargets& targets = MemoryReporter::targets();
+  MemoryTargets& targets = MemoryTargets::current();
   ctx->savedOp = targets.op;
   targets.op = &ctx->account;
+  if (s->deviceMemory()) ctx->deviceReporter = DeviceMemoryReporter::enter();
   ctx->t0 = nowNs();
   return ctx;
 }
@@ -138,7 +142,8 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto* node = static_cast<NodeContext*>(ctx);
   const int64_t ns = nowNs() - node->t0;
-  MemoryReporter::targets().op = node->savedOp;
+  DeviceMemoryReporter::leave(node->deviceReporter);
+  MemoryTargets::current().op = node->savedOp;
   node->session->addBackwardNode(node->link, ns, node->account);
 }
 
@@ -180,10 +185,10 @@ bool Observer::enterScope(Session* session, const char* layerName) {
   const int32_t layer = session->layerId(layerName);
   if (layer < 0) return false;
   ThreadState& t = tState;
-  if (session->config().memory) MemoryReporter::installOnCurrentThread();
   t.frames.emplace_back();
   Frame& f = t.frames.back();
   f.session = session;
+  if (session->deviceMemory()) f.deviceReporter = DeviceMemoryReporter::enter();
   f.record.layer = layer;
   f.record.phase = insideBackwardPass() ? Phase::kRecompute : Phase::kForward;
   f.instance = session->newInstance();
@@ -204,6 +209,7 @@ void Observer::exitScope() {
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
   f.session->addForwardCall(f.record, t.links.data() + f.linksBegin, t.links.size() - f.linksBegin);
   t.links.resize(f.linksBegin);
+  DeviceMemoryReporter::leave(f.deviceReporter);
   t.frames.pop_back();
   if (t.frames.empty() && t.forwardHandle != 0) {
     at::removeCallback(t.forwardHandle);

@@ -30,5 +30,8 @@ class Observer {
 // attention call made then is an activation-checkpointing recompute.
 bool insideBackwardPass();
 
+// True when LibTorch was built with CUDA and a device is present.
+bool acceleratorAvailable();
+
 }  // namespace detail
 }  // namespace attnscope

@@ -10,7 +10,8 @@
 
 #include "Observer.h"
 #include "attnscope/attnscope.h"
-#include "attnscope/collectors/MemoryReporter.h"
+#include "attnscope/collectors/CpuAllocatorTracker.h"
+#include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/exporters/SummaryJson.h"
 #include "attnscope/exporters/SummaryTable.h"
@@ -49,7 +50,8 @@ std::string hostName() {
 Session* currentSession() { return gSession.load(std::memory_order_acquire); }
 void setCurrentSession(Session* session) { gSession.store(session, std::memory_order_release); }
 
-Session::Session(const Config& config) : config_(config), stats_(config.maxLayers) {
+Session::Session(const Config& config)
+    : config_(config), deviceMemory_(config.memory && acceleratorAvailable()), stats_(config.maxLayers) {
   run_.rank = envInt("RANK", "OMPI_COMM_WORLD_RANK", 0);
   run_.worldSize = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
   run_.localRank = envInt("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0);
@@ -63,13 +65,7 @@ Session::Session(const Config& config) : config_(config), stats_(config.maxLayer
 }
 
 void Session::begin() {
-  if (config_.memory) {
-    MemoryReporter::setEnabled(true);
-    if (!MemoryReporter::installOnCurrentThread()) {
-      ATTNSCOPE_LOG(kWarn, "another profiler (torch.profiler?) holds the allocator-report slot on "
-                           "this thread; memory is attributed once it stops");
-    }
-  }
+  if (config_.memory) CpuAllocatorTracker::install();
   std::lock_guard<std::mutex> lock(callbackMutex_);
   updateGlobalCallbacks(true);
 }
@@ -173,7 +169,7 @@ RunInfo Session::runInfo() {
   std::lock_guard<std::mutex> lock(statsMutex_);
   RunInfo run = run_;
   run.explicitSteps = explicitSteps_.load();
-  run.memoryReports = MemoryReporter::reportsSeen();
+  run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
   run.droppedCalls += stats_.droppedCalls();
   return run;
 }
@@ -185,7 +181,7 @@ void Session::finish() {
     if (fusedHandle_ != 0) at::removeCallback(fusedHandle_);
     backwardHandle_ = fusedHandle_ = 0;
   }
-  MemoryReporter::setEnabled(false);
+  CpuAllocatorTracker::setEnabled(false);
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();

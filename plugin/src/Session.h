@@ -36,6 +36,8 @@ class Session {
   explicit Session(const Config& config);
 
   const Config& config() const { return config_; }
+  // Whether accelerator allocator reports are taken (ATTNSCOPE_MEMORY and a CUDA device).
+  bool deviceMemory() const { return deviceMemory_; }
   bool sampled() const { return sampled_.load(std::memory_order_relaxed); }
 
   // Steps are inferred from backward passes until the first step() call.
@@ -74,6 +76,7 @@ class Session {
   void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
 
   const Config config_;
+  const bool deviceMemory_;
   std::atomic<bool> sampled_{true};
   std::atomic<bool> explicitSteps_{false};
   std::atomic<bool> backwardSeen_{false};

@@ -5,7 +5,7 @@
 namespace attnscope {
 
 // Bytes allocated and the peak of live bytes seen by one op, autograd node or attention call,
-// fed by MemoryReporter from the allocator's reports on the current thread. The first report
+// fed from the allocators' reports on the current thread. The first report
 // fixes the device the account follows (reports of other devices are ignored) and its base:
 // the live bytes just before that first allocation.
 struct MemoryAccount {
@@ -38,10 +38,23 @@ struct MemoryAccount {
 };
 
 // The accounts the allocator reports on this thread go to (null: none). The observer points them
-// at the current op and call; MemoryReporter feeds them.
+// at the current op (or autograd node) and attention call; CpuAllocatorTracker and
+// DeviceMemoryReporter feed them.
 struct MemoryTargets {
   MemoryAccount* op = nullptr;
   MemoryAccount* call = nullptr;
+
+  bool any() const { return op != nullptr || call != nullptr; }
+  void report(int64_t allocSize, int64_t totalAllocated, int8_t dev) {
+    if (op != nullptr) op->report(allocSize, totalAllocated, dev);
+    if (call != nullptr) call->report(allocSize, totalAllocated, dev);
+  }
+
+  // The calling thread's targets. Constant-initialised: no guard on access.
+  static MemoryTargets& current() {
+    static thread_local MemoryTargets targets;
+    return targets;
+  }
 };
 
 }  // namespace attnscope

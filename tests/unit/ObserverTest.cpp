@@ -1,0 +1,499 @@
+// The observer on real LibTorch: ops, autograd (also on another thread and under recompute),
+// the CPU allocator's reports, sampling and step inference, torch.profiler coexistence.
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <ATen/record_function.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/nn/modules/activation.h>
+
+#include "attnscope/MultiheadAttention.h"
+#include "attnscope/attnscope.h"
+
+namespace attnscope {
+namespace {
+
+Config quietConfig() {
+  Config c;
+  c.logLevel = LogLevel::kWarn;
+  return c;
+}
+
+const PhaseStats* findPhase(const StatsTable& stats, const std::string& layer, Phase phase) {
+  for (const LayerStats& l : stats.layers()) {
+    if (l.name == layer) return l.phases[static_cast<int>(phase)].get();
+  }
+  return nullptr;
+}
+
+const CellStats* findKind(const PhaseStats* phase, OpKind kind) {
+  return phase ? phase->kinds[static_cast<int>(kind)].get() : nullptr;
+}
+
+// Unfused attention on [batch, seq, d_model] with an explicit recipe:
+// linear (qkv), chunk/view/transpose (layout), bmm (score), div (scaling of the scores: softmax
+// stage), softmax, bmm (context), transpose/reshape (layout), linear (output).
+torch::Tensor naiveAttention(const torch::Tensor& x, const torch::Tensor& wqkv,
+                             const torch::Tensor& wo, int64_t heads) {
+  const int64_t b = x.size(0), s = x.size(1), d = x.size(2), dh = d / heads;
+  auto qkv = torch::linear(x, wqkv).chunk(3, -1);
+  auto split = [&](const torch::Tensor& t) {
+    return t.reshape({b, s, heads, dh}).transpose(1, 2).reshape({b * heads, s, dh});
+  };
+  auto q = split(qkv[0]), k = split(qkv[1]), v = split(qkv[2]);
+  auto scores = torch::bmm(q, k.transpose(1, 2)).div(std::sqrt(static_cast<double>(dh)));
+  auto p = torch::softmax(scores, -1);
+  auto ctx = torch::bmm(p, v).reshape({b, heads, s, dh}).transpose(1, 2).reshape({b, s, d});
+  return torch::linear(ctx, wo);
+}
+
+struct Weights {
+  explicit Weights(int64_t d)
+      : wqkv(torch::randn({3 * d, d}).mul_(0.1).requires_grad_()),
+        wo(torch::randn({d, d}).mul_(0.1).requires_grad_()) {}
+  torch::Tensor wqkv, wo;
+};
+
+class ObserverTest : public ::testing::Test {
+ protected:
+  void TearDown() override { stop(); }
+};
+
+TEST_F(ObserverTest, BackwardCountEqualsForwardCountPerLayerAndKind) {
+  start(quietConfig());
+  Weights w0(32), w1(32);
+  const int steps = 5;
+  for (int i = 0; i < steps; ++i) {
+    auto x = torch::randn({2, 16, 32});
+    torch::Tensor h;
+    {
+      AttentionScope scope("layers.0.attn");
+      h = naiveAttention(x, w0.wqkv, w0.wo, 4);
+    }
+    {
+      AttentionScope scope("layers.1.attn");
+      h = naiveAttention(h, w1.wqkv, w1.wo, 4);
+    }
+    h.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 2u);
+  for (const char* layer : {"layers.0.attn", "layers.1.attn"}) {
+    const PhaseStats* fwd = findPhase(stats, layer, Phase::kForward);
+    const PhaseStats* bwd = findPhase(stats, layer, Phase::kBackward);
+    ASSERT_NE(fwd, nullptr) << layer;
+    ASSERT_NE(bwd, nullptr) << layer;
+    EXPECT_EQ(fwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
+    EXPECT_EQ(bwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
+    for (OpKind kind : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
+                        OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
+      const CellStats* f = findKind(fwd, kind);
+      const CellStats* b = findKind(bwd, kind);
+      ASSERT_NE(f, nullptr) << layer << " forward " << opKindName(kind);
+      ASSERT_NE(b, nullptr) << layer << " backward " << opKindName(kind);
+      EXPECT_EQ(f->seconds.count(), b->seconds.count()) << layer << " " << opKindName(kind);
+      EXPECT_GT(b->seconds.sum(), 0.0) << layer << " " << opKindName(kind);
+    }
+    // Exactly the recipe's top-level ops: 2 linears, 2 bmm, 1 softmax per call.
+    EXPECT_EQ(findKind(fwd, OpKind::kQkvProjection)->ops, static_cast<uint64_t>(steps));
+    EXPECT_EQ(findKind(fwd, OpKind::kOutputProjection)->ops, static_cast<uint64_t>(steps));
+    EXPECT_EQ(findKind(fwd, OpKind::kScoreMatmul)->ops, static_cast<uint64_t>(steps));
+    EXPECT_EQ(findKind(fwd, OpKind::kContextMatmul)->ops, static_cast<uint64_t>(steps));
+    // softmax stage: the scaling div and the softmax.
+    EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->ops, static_cast<uint64_t>(2 * steps));
+  }
+}
+
+TEST_F(ObserverTest, OpsOutsideScopesAreNotRecorded) {
+  start(quietConfig());
+  auto x = torch::randn({2, 8, 16}, torch::requires_grad());
+  auto outside = torch::softmax(torch::bmm(x, x.transpose(1, 2)), -1);  // not attention
+  torch::Tensor h;
+  {
+    AttentionScope scope("attn");
+    h = torch::softmax(x, -1);
+  }
+  auto more = torch::bmm(h, h.transpose(1, 2));  // after the scope: not attention either
+  (more.sum() + outside.sum()).backward();
+  step();
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 1u);
+  const PhaseStats* fwd = findPhase(stats, "attn", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->call.ops, 1u);  // just the softmax
+  EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->ops, 1u);
+  EXPECT_EQ(findKind(fwd, OpKind::kScoreMatmul), nullptr);
+}
+
+TEST_F(ObserverTest, MultiheadAttentionWrapperRecordsItsLayer) {
+  start(quietConfig());
+  MultiheadAttention attn("encoder.attn", torch::nn::MultiheadAttentionOptions(32, 4));
+  for (int i = 0; i < 3; ++i) {
+    auto x = torch::randn({16, 2, 32});
+    auto out = std::get<0>(attn->forward(x, x, x, torch::Tensor(), false));
+    out.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  const PhaseStats* fwd = findPhase(stats, "encoder.attn", Phase::kForward);
+  const PhaseStats* bwd = findPhase(stats, "encoder.attn", Phase::kBackward);
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 3u);
+  EXPECT_EQ(bwd->call.seconds.count(), 3u);
+  for (OpKind kind : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
+                      OpKind::kContextMatmul, OpKind::kOutputProjection}) {
+    EXPECT_NE(findKind(fwd, kind), nullptr) << opKindName(kind);
+    EXPECT_NE(findKind(bwd, kind), nullptr) << opKindName(kind);
+  }
+}
+
+TEST_F(ObserverTest, SeveralCallsOfOneLayerPerStep) {
+  start(quietConfig());
+  Weights w(16);
+  for (int i = 0; i < 4; ++i) {
+    auto h = torch::randn({2, 8, 16});
+    for (int call = 0; call < 3; ++call) {  // weight-shared layer applied three times
+      AttentionScope scope("shared.attn");
+      h = naiveAttention(h, w.wqkv, w.wo, 2);
+    }
+    h.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  EXPECT_EQ(findPhase(stats, "shared.attn", Phase::kForward)->call.seconds.count(), 12u);
+  EXPECT_EQ(findPhase(stats, "shared.attn", Phase::kBackward)->call.seconds.count(), 12u);
+}
+
+TEST_F(ObserverTest, NestedScopesAttributeOpsToTheInnermost) {
+  start(quietConfig());
+  auto x = torch::randn({4, 8}, torch::requires_grad());
+  torch::Tensor y;
+  {
+    AttentionScope outer("block");
+    auto a = torch::softmax(x, -1);  // outer
+    {
+      AttentionScope inner("block.attn");
+      y = torch::softmax(a, -1).mul(2.0);  // inner: softmax, then mul (other after softmax)
+    }
+    y = y.relu();  // outer again
+  }
+  y.sum().backward();
+  step();
+  const StatsTable stats = statistics();
+  const PhaseStats* outer = findPhase(stats, "block", Phase::kForward);
+  const PhaseStats* inner = findPhase(stats, "block.attn", Phase::kForward);
+  ASSERT_NE(outer, nullptr);
+  ASSERT_NE(inner, nullptr);
+  EXPECT_EQ(outer->call.ops, 2u);  // softmax, relu
+  EXPECT_EQ(inner->call.ops, 2u);  // softmax, mul
+  EXPECT_GE(outer->call.seconds.sum(), inner->call.seconds.sum());
+  EXPECT_EQ(findPhase(stats, "block.attn", Phase::kBackward)->call.seconds.count(), 1u);
+  EXPECT_EQ(findPhase(stats, "block", Phase::kBackward)->call.seconds.count(), 1u);
+}
+
+TEST_F(ObserverTest, BackwardOnAnotherThreadIsAttributed) {
+  start(quietConfig());
+  Weights w(16);
+  auto x = torch::randn({2, 8, 16});
+  torch::Tensor h;
+  {
+    AttentionScope scope("attn");
+    h = naiveAttention(x, w.wqkv, w.wo, 2);
+  }
+  std::thread other([&] { h.sum().backward(); });
+  other.join();
+  step();
+  const StatsTable stats = statistics();
+  const PhaseStats* bwd = findPhase(stats, "attn", Phase::kBackward);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(bwd->call.seconds.count(), 1u);
+  EXPECT_NE(findKind(bwd, OpKind::kSoftmax), nullptr);
+  EXPECT_NE(findKind(bwd, OpKind::kQkvProjection), nullptr);
+}
+
+// Reentrant activation checkpointing, as torch.utils.checkpoint does it: forward without saving
+// activations, recompute inside backward with grad enabled, backpropagate through the recompute.
+struct CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               torch::Tensor wqkv, torch::Tensor wo) {
+    ctx->save_for_backward({x, wqkv, wo});
+    AttentionScope scope("ckpt.attn");
+    return naiveAttention(x, wqkv, wo, 2);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto x = saved[0].detach().requires_grad_();
+    torch::AutoGradMode enable(true);
+    torch::Tensor out;
+    {
+      AttentionScope scope("ckpt.attn");
+      out = naiveAttention(x, saved[1], saved[2], 2);
+    }
+    auto g = torch::autograd::grad({out}, {x, saved[1], saved[2]}, {grads[0]});
+    return {g[0], g[1], g[2]};
+  }
+};
+
+TEST_F(ObserverTest, CheckpointRecomputeIsCountedAsRecomputeNotForward) {
+  start(quietConfig());
+  Weights w(16);
+  for (int i = 0; i < 3; ++i) {
+    auto x = torch::randn({2, 8, 16}, torch::requires_grad());
+    auto y = CheckpointedAttention::apply(x, w.wqkv, w.wo);
+    y.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  const PhaseStats* fwd = findPhase(stats, "ckpt.attn", Phase::kForward);
+  const PhaseStats* re = findPhase(stats, "ckpt.attn", Phase::kRecompute);
+  const PhaseStats* bwd = findPhase(stats, "ckpt.attn", Phase::kBackward);
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(re, nullptr);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 3u);
+  EXPECT_EQ(re->call.seconds.count(), 3u);
+  EXPECT_EQ(bwd->call.seconds.count(), 3u);
+  EXPECT_NE(findKind(bwd, OpKind::kScoreMatmul), nullptr);
+}
+
+TEST_F(ObserverTest, MemoryOfAKnownAllocationPattern) {
+  start(quietConfig());
+  constexpr int64_t n = 1 << 18;  // floats: 1 MiB
+  constexpr int64_t mib = 4 * n;
+  {
+    AttentionScope scope("mem");
+    auto a = torch::empty({n});      // +1 MiB (layout_copy)
+    auto b = torch::empty({2 * n});  // +2 MiB, live 3 MiB above entry
+    a.reset();                       // free 1 MiB: live 2 MiB
+    auto c = torch::empty({n});      // +1 MiB: live 3 MiB again
+    auto s = torch::softmax(torch::empty({4, n / 4}).fill_(1.0), -1);  // +1 MiB fill, +1 MiB out
+  }
+  step();
+  const StatsTable stats = statistics();
+  const PhaseStats* fwd = findPhase(stats, "mem", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  const CellStats* layout = findKind(fwd, OpKind::kLayoutCopy);
+  const CellStats* softmax = findKind(fwd, OpKind::kSoftmax);
+  ASSERT_NE(layout, nullptr);
+  ASSERT_NE(softmax, nullptr);
+  EXPECT_EQ(layout->bytes, 5 * mib);  // a, b, c, and the softmax input (empty + fill_)
+  EXPECT_EQ(softmax->bytes, mib);
+  // The softmax runs with b, c, its input and its output live: 5 MiB above the scope's entry.
+  EXPECT_EQ(softmax->peak, 5 * mib);
+  EXPECT_EQ(layout->peak, 4 * mib);
+  EXPECT_EQ(fwd->call.bytes, 6 * mib);
+  EXPECT_EQ(fwd->call.peak, 5 * mib);
+}
+
+TEST_F(ObserverTest, SamplingRecordsOneStepInNAndInstallsNothingOnOthers) {
+  Config c = quietConfig();
+  c.sampleEvery = 4;
+  start(c);
+  auto x = torch::randn({4, 8}, torch::requires_grad());
+  int sampledSteps = 0;
+  for (int i = 0; i < 12; ++i) {
+    const bool sampled = i % 4 == 0;
+    sampledSteps += sampled;
+    {
+      AttentionScope scope("attn");
+      EXPECT_EQ(at::hasThreadLocalCallbacks(), sampled) << "step " << i;
+      torch::softmax(x, -1).sum().backward();
+    }
+    EXPECT_EQ(at::hasGlobalCallbacks(), sampled) << "step " << i;
+    step();
+  }
+  const RunInfo run = runInfo();
+  EXPECT_EQ(run.stepsSeen, 12u);
+  EXPECT_EQ(run.stepsSampled, static_cast<uint64_t>(sampledSteps));
+  EXPECT_EQ(findPhase(statistics(), "attn", Phase::kForward)->call.seconds.count(), 3u);
+}
+
+TEST_F(ObserverTest, WithoutStepCallsABackwardPassIsAStep) {
+  start(quietConfig());
+  auto x = torch::randn({4, 8}, torch::requires_grad());
+  for (int i = 0; i < 5; ++i) {
+    torch::Tensor y;
+    {
+      AttentionScope scope("attn");
+      y = torch::softmax(x, -1);
+    }
+    y.sum().backward();
+  }
+  // The fifth step ends at the next attention call (or at stop).
+  EXPECT_EQ(runInfo().stepsSeen, 4u);
+  EXPECT_FALSE(runInfo().explicitSteps);
+  const StatsTable stats = statistics();
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kForward)->call.seconds.count(), 5u);
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kBackward)->call.seconds.count(), 4u);  // 5th unfolded
+}
+
+TEST_F(ObserverTest, BadConfigurationThrowsAndInstallsNothing) {
+  Config c = quietConfig();
+  c.sampleEvery = 0;
+  EXPECT_THROW(start(c), std::invalid_argument);
+  EXPECT_FALSE(isRunning());
+  EXPECT_FALSE(at::hasGlobalCallbacks());
+}
+
+TEST_F(ObserverTest, ScopesAreInertWhenNotRunningOrDisabled) {
+  {
+    AttentionScope scope("attn");
+    EXPECT_FALSE(at::hasThreadLocalCallbacks());
+  }
+  Config c = quietConfig();
+  c.enable = false;
+  start(c);
+  EXPECT_FALSE(isRunning());
+  {
+    AttentionScope scope("attn");
+    EXPECT_FALSE(at::hasThreadLocalCallbacks());
+  }
+  stop();
+  stop();  // idempotent
+}
+
+TEST_F(ObserverTest, LayerCapBoundsState) {
+  Config c = quietConfig();
+  c.maxLayers = 2;
+  start(c);
+  auto x = torch::randn({4, 8});
+  for (const char* name : {"a", "b", "c", "d"}) {
+    AttentionScope scope(name);
+    torch::softmax(x, -1);
+  }
+  step();
+  EXPECT_EQ(statistics().layers().size(), 2u);
+  EXPECT_EQ(runInfo().droppedCalls, 2u);
+}
+
+TEST_F(ObserverTest, FusedAttentionOpsAreFoundWithoutAScope) {
+  Config c = quietConfig();
+  c.fusedOps = true;
+  start(c);
+  const int64_t d = 16, heads = 2;
+  auto x = torch::randn({2, 8, d});
+  auto wqkv = torch::randn({3 * d, d}), bqkv = torch::zeros({3 * d});
+  auto wo = torch::randn({d, d}), bo = torch::zeros({d});
+  {
+    torch::NoGradGuard noGrad;  // the 1.13 fused kernel is inference-only
+    for (int call = 0; call < 2; ++call) {
+      at::_native_multi_head_attention(x, x, x, d, heads, wqkv, bqkv, wo, bo);
+    }
+  }
+  step();
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 2u);
+  EXPECT_EQ(stats.layers()[0].name, "_native_multi_head_attention.0");
+  EXPECT_EQ(stats.layers()[1].name, "_native_multi_head_attention.1");
+  const PhaseStats* fwd = findPhase(stats, "_native_multi_head_attention.0", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 1u);
+  EXPECT_GT(fwd->call.ops, 0u);  // its inner kernels, classified
+}
+
+TEST_F(ObserverTest, CoexistsWithTorchProfilerStartedLater) {
+  namespace prof = torch::profiler::impl;
+  start(quietConfig());
+  auto x = torch::randn({64, 64});
+  {
+    AttentionScope scope("attn");
+    torch::softmax(x, -1);
+  }
+  torch::autograd::profiler::enableProfiler(
+      prof::ProfilerConfig(prof::ProfilerState::KINETO, false, /*profile_memory=*/true),
+      {prof::ActivityType::CPU});
+  {
+    AttentionScope scope("attn");
+    torch::softmax(x, -1);
+  }
+  auto result = torch::autograd::profiler::disableProfiler();
+  ASSERT_NE(result, nullptr);
+  bool profilerSawSoftmax = false, profilerSawMemory = false;
+  for (const auto& e : result->events()) {
+    profilerSawSoftmax |= e.name() == "aten::softmax";
+    profilerSawMemory |= e.name() == "[memory]";
+  }
+  EXPECT_TRUE(profilerSawSoftmax);
+  EXPECT_TRUE(profilerSawMemory);
+  {
+    AttentionScope scope("attn");
+    torch::softmax(x, -1);
+  }
+  step();
+  const PhaseStats* fwd = findPhase(statistics(), "attn", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 3u);
+  // Host memory reached attnscope before, during and after the profiler's run.
+  EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->bytes, 3 * 64 * 64 * 4);
+}
+
+TEST_F(ObserverTest, StartedUnderARunningTorchProfilerWithoutBreakingIt) {
+  namespace prof = torch::profiler::impl;
+  torch::autograd::profiler::enableProfiler(
+      prof::ProfilerConfig(prof::ProfilerState::KINETO, false, /*profile_memory=*/true),
+      {prof::ActivityType::CPU});
+  start(quietConfig());
+  auto x = torch::randn({64, 64});
+  {
+    AttentionScope scope("attn");
+    torch::softmax(x, -1);
+  }
+  auto result = torch::autograd::profiler::disableProfiler();
+  ASSERT_NE(result, nullptr);
+  bool profilerSawSoftmax = false;
+  for (const auto& e : result->events()) profilerSawSoftmax |= e.name() == "aten::softmax";
+  EXPECT_TRUE(profilerSawSoftmax);
+  {
+    AttentionScope scope("attn");
+    torch::softmax(x, -1);
+  }
+  step();
+  const PhaseStats* fwd = findPhase(statistics(), "attn", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 2u);
+  EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->bytes, 2 * 64 * 64 * 4);
+}
+
+int64_t residentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+TEST_F(ObserverTest, HundredThousandStepsKeepMemoryBounded) {
+  start(quietConfig());
+  auto w = torch::randn({4, 4}, torch::requires_grad());
+  auto x = torch::randn({2, 4});
+  auto runSteps = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      torch::Tensor y;
+      {
+        AttentionScope scope(i % 2 ? "a" : "b");
+        y = torch::softmax(torch::mm(x, w), -1);
+      }
+      y.sum().backward();
+      step();
+    }
+  };
+  runSteps(5000);  // warm-up: every cell and histogram exists, allocator pools settled
+  const int64_t before = residentBytes();
+  runSteps(100000);
+  const int64_t growth = residentBytes() - before;
+  EXPECT_LT(growth, 1 << 20) << "resident memory grew by " << growth << " bytes";
+  EXPECT_EQ(statistics().layers().size(), 2u);
+  EXPECT_EQ(runInfo().stepsSeen, 105000u);
+}
+
+}  // namespace
+}  // namespace attnscope
