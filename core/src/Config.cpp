@@ -21,6 +21,8 @@ constexpr int64_t kMaxMaxLayers = 65536;
 
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
+constexpr char kSummaryAllowed[] =
+    "a file path in an existing, writable directory ({rank} expands to the rank)";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
                        const std::string& allowed) {
@@ -117,7 +119,7 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvLogLevel, "enum", "info", kLogLevelAllowed,
        "stderr verbosity; info prints a per-layer table at stop"},
       {kEnvSummaryJson, "path", "(none)",
-       "a file path in an existing directory; {rank} expands to the rank",
+       kSummaryAllowed,
        "write the per-rank JSON summary here at stop"},
       {kEnvMemory, "bool", "1", kBoolAllowed,
        "attribute allocator reports (bytes allocated, peak live bytes) to layers and op kinds"},
@@ -168,7 +170,7 @@ void Config::validate() const {
          "an integer from 1 to 65536");
   }
   if (!summaryJson.empty()) {
-    const std::string allowed = "a file path in an existing, writable directory ({rank} expands to the rank)";
+    const std::string allowed = kSummaryAllowed;
     const std::string path = summaryPathForRank(0);
     if (path.back() == '/') fail(kEnvSummaryJson, summaryJson, "names a directory", allowed);
     const auto slash = path.rfind('/');

@@ -10,7 +10,15 @@ int LogHistogram::bucketIndex(double value) {
   const double scaled = (std::log2(value) - kMinExp) * kSubBuckets;
   if (scaled <= 0.0) return 0;
   if (scaled >= kNumBuckets) return kNumBuckets - 1;
-  return static_cast<int>(scaled);
+  int index = static_cast<int>(scaled);
+  // log2 rounds: a value within an ulp or two of an edge can land one bucket off. Settle it
+  // against the edges that bucketLower() reports.
+  if (index > 0 && value < bucketLower(index)) {
+    --index;
+  } else if (index + 1 < kNumBuckets && value >= bucketLower(index + 1)) {
+    ++index;
+  }
+  return index;
 }
 
 double LogHistogram::bucketLower(int index) {

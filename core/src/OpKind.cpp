@@ -109,22 +109,22 @@ OpKind OpClassifier::classify(const char* opName) {
   const auto& f = families();
   const std::string_view name = stripNamespace(opName);
   const auto it = f.find(name);
-  const bool projectionWasOpen = projectionOpen_;
-  projectionOpen_ = false;
+  const Open projectionWasOpen = projectionOpen_;
+  projectionOpen_ = kClosed;
   if (it == f.end()) return OpKind::kOther;
   const OpKind projection =
       stage_ == kBeforeScores ? OpKind::kQkvProjection : OpKind::kOutputProjection;
   switch (it->second) {
     case Family::kProjection:
-      projectionOpen_ = true;  // a bias add may follow
+      projectionOpen_ = kBiasOnly;  // a bias add may follow; a matmul starts the scores
       return projection;
     case Family::kWeightT:
       // LibTorch's F::linear on 3-D input runs t(weight), matmul, add_(bias).
-      projectionOpen_ = true;
+      projectionOpen_ = kMatmulOrBias;
       return projection;
     case Family::kBatchMatmul:
-      if (projectionWasOpen) {
-        projectionOpen_ = true;
+      if (projectionWasOpen == kMatmulOrBias) {
+        projectionOpen_ = kBiasOnly;
         return projection;
       }
       if (stage_ <= kAfterScores) {
@@ -143,7 +143,7 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kLayout:
       return OpKind::kLayoutCopy;
     case Family::kElementwise:
-      if (projectionWasOpen && name.rfind("add", 0) == 0) {
+      if (projectionWasOpen != kClosed && name.rfind("add", 0) == 0) {
         return projection;  // the bias add of a projection
       }
       if (stage_ == kBeforeScores) return OpKind::kScoreMatmul;

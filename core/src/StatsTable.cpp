@@ -80,7 +80,12 @@ void StatsTable::add(const CallRecord& record) {
 void StatsTable::merge(const StatsTable& other) {
   for (const LayerStats& theirs : other.layers_) {
     const int32_t id = layerId(theirs.name);
-    if (id < 0) continue;
+    if (id < 0) {  // beyond maxLayers here: count its calls as dropped
+      for (const auto& phase : theirs.phases) {
+        if (phase) droppedCalls_ += phase->call.seconds.count();
+      }
+      continue;
+    }
     LayerStats& mine = layers_[id];
     for (int p = 0; p < kNumPhases; ++p) {
       if (!theirs.phases[p]) continue;

@@ -29,13 +29,14 @@ void writeString(std::ostream& out, const std::string& s) {
   out << '"';
 }
 
-void writeNumber(std::ostream& out, double v) {
+// format: "%.9g" for measurements; "%.6f" for unix timestamps (%.9g would round them to 10 s).
+void writeNumber(std::ostream& out, double v, const char* format = "%.9g") {
   if (!std::isfinite(v)) {
     out << "null";
     return;
   }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, v);
   out << buf;
 }
 
@@ -79,9 +80,9 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats) {
   out << "    \"steps_sampled\": " << run.stepsSampled << ",\n";
   out << "    \"step_source\": \"" << (run.explicitSteps ? "step_calls" : "backward_passes") << "\",\n";
   out << "    \"start_unix_seconds\": ";
-  writeNumber(out, run.startUnixSeconds);
+  writeNumber(out, run.startUnixSeconds, "%.6f");
   out << ",\n    \"stop_unix_seconds\": ";
-  writeNumber(out, run.stopUnixSeconds);
+  writeNumber(out, run.stopUnixSeconds, "%.6f");
   out << ",\n    \"memory_reports\": " << run.memoryReports << ",\n";
   out << "    \"dropped_calls\": " << run.droppedCalls << "\n  },\n";
   out << "  \"layers\": [";

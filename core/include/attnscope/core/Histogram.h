@@ -20,8 +20,9 @@ class ATTNSCOPE_API LogHistogram {
   static constexpr int kMinExp = -27;
   static constexpr int kMaxExp = 13;
   static constexpr int kNumBuckets = (kMaxExp - kMinExp) * kSubBuckets;
-  // sqrt(2^(1/8)) - 1: the largest relative distance from a bucket's edge to its geometric middle.
-  static constexpr double kRelativeError = 0.04427;
+  // sqrt(2^(1/8)) - 1 = 0.0442737..., rounded up: the largest relative distance from a bucket's
+  // edge to its geometric middle.
+  static constexpr double kRelativeError = 0.0442738;
 
   void add(double value);
   void merge(const LogHistogram& other);

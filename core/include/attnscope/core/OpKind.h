@@ -9,8 +9,9 @@ namespace attnscope {
 // The kind of work an aten op does inside one attention call.
 enum class OpKind : uint8_t {
   kQkvProjection = 0,
-  kScoreMatmul,       // Q·Kᵀ, and the scaling of Q or of the scores before the softmax
-  kSoftmax,           // softmax, with the masking (masked_fill, where, mask add) around it
+  kScoreMatmul,       // Q·Kᵀ, and the scaling of Q before it
+  kSoftmax,           // softmax, with the scaling and masking of the scores before it
+                      // (div, masked_fill, where, mask add)
   kDropout,
   kContextMatmul,     // P·V
   kOutputProjection,
@@ -48,7 +49,10 @@ class ATTNSCOPE_API OpClassifier {
  private:
   enum Stage : uint8_t { kBeforeScores, kAfterScores, kAfterSoftmax, kAfterContext };
   Stage stage_ = kBeforeScores;
-  bool projectionOpen_ = false;  // the previous op began or continued a projection
+  // What may still follow the previous op as part of the same projection: after the weight
+  // transpose, its matmul or bias add; after linear/addmm/mm or that matmul, only a bias add.
+  enum Open : uint8_t { kClosed, kMatmulOrBias, kBiasOnly };
+  Open projectionOpen_ = kClosed;
 };
 
 }  // namespace attnscope

@@ -1,0 +1,50 @@
+#include "TransformerModel.h"
+
+#include <torch/nn/functional/loss.h>
+
+namespace examples {
+
+EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& o)
+    : attn(register_module(
+          "attn", attnscope::MultiheadAttention(
+                      name, torch::nn::MultiheadAttentionOptions(o.dModel, o.heads).dropout(o.dropout)))),
+      norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+      norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+      ff1(register_module("ff1", torch::nn::Linear(o.dModel, 4 * o.dModel))),
+      ff2(register_module("ff2", torch::nn::Linear(4 * o.dModel, o.dModel))),
+      drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}
+
+torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x) {
+  auto a = std::get<0>(attn->forward(x, x, x, torch::Tensor(), /*needWeights=*/false));
+  auto h = norm1(x + drop(a));
+  return norm2(h + drop(ff2(torch::relu(ff1(h)))));
+}
+
+ModelImpl::ModelImpl(const ModelOptions& o)
+    : embed(register_module("embed", torch::nn::Embedding(o.vocab, o.dModel))),
+      pos(register_module("pos", torch::nn::Embedding(o.seq, o.dModel))),
+      head(register_module("head", torch::nn::Linear(o.dModel, o.vocab))) {
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < o.layers; ++i) {
+    layers->push_back(EncoderLayer("layers." + std::to_string(i) + ".attn", o));
+  }
+}
+
+torch::Tensor ModelImpl::forward(const torch::Tensor& tokens) {
+  auto positions = torch::arange(tokens.size(0), tokens.options()).unsqueeze(1);
+  auto x = embed(tokens) + pos(positions);
+  for (const auto& layer : *layers) x = layer->as<EncoderLayer>()->forward(x);
+  return head(x);
+}
+
+double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o) {
+  auto tokens = torch::randint(o.vocab, {o.seq, o.batch}, torch::kLong);
+  auto logits = model(tokens);
+  auto loss = torch::nn::functional::cross_entropy(logits.view({-1, o.vocab}), tokens.view({-1}));
+  optimizer.zero_grad();
+  loss.backward();
+  optimizer.step();
+  return loss.item<double>();
+}
+
+}  // namespace examples

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# find_package(attnscope) works from an install tree: install, then build and run a tiny consumer.
+set -euo pipefail
+build="$1"
+src="$2"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+cmake -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake --build "$work/consumer" -j2 >/dev/null
+out=$("$work/consumer/consumer")
+echo "$out"
+echo "$out" | grep -q '^attnscope [0-9]*\.[0-9]*\.[0-9]* layers=1 forward_calls=2$'
