@@ -1,5 +1,6 @@
 #include "attnscope/core/OpKind.h"
 
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 
@@ -8,6 +9,7 @@ namespace {
 
 // What a name says about an op before its position in the recipe is known.
 enum class Family : uint8_t {
+  kUnknown,
   kProjection,   // linear, addmm, mm
   kWeightT,      // t: the weight transpose that starts an unfused linear (t, matmul, add_)
   kBatchMatmul,  // bmm, matmul, baddbmm, einsum
@@ -15,7 +17,8 @@ enum class Family : uint8_t {
   kMask,
   kDropout,
   kLayout,
-  kElementwise,  // mul, div, add, sub: scaling or mask addition
+  kAdd,          // add, add_: a projection's bias, or a mask added to the scores
+  kElementwise,  // mul, div, sub: scaling
   kFused,
 };
 
@@ -47,8 +50,9 @@ const std::unordered_map<std::string_view, Family>& families() {
           "tensor_split", "movedim", "swapaxes", "resize_", "fill_", "zero_"}) {
       m[n] = Family::kLayout;
     }
-    for (const char* n : {"mul", "mul_", "div", "div_", "add", "add_", "sub", "sub_",
-                          "true_divide", "scalar_tensor", "rsqrt", "sqrt"}) {
+    for (const char* n : {"add", "add_"}) m[n] = Family::kAdd;
+    for (const char* n : {"mul", "mul_", "div", "div_", "sub", "sub_", "true_divide",
+                          "scalar_tensor", "rsqrt", "sqrt"}) {
       m[n] = Family::kElementwise;
     }
     for (const char* n :
@@ -99,22 +103,46 @@ const char* phaseName(Phase phase) {
   return "?";
 }
 
-bool isFusedAttentionOp(const char* opName) {
+namespace {
+
+// The family of an op name. RecordFunction hands out the same schema-name pointer for every call
+// of an op, so a per-thread cache keyed by the pointer (checked against a copy of the text, in
+// case a caller reuses a buffer) answers most lookups without hashing the name.
+Family familyOf(const char* opName) {
+  if (opName == nullptr) return Family::kUnknown;
+  struct Entry {
+    const char* ptr = nullptr;
+    Family family = Family::kUnknown;
+    char text[55] = {};
+  };
+  static thread_local Entry cache[128];
+  Entry& e = cache[(reinterpret_cast<uintptr_t>(opName) >> 3) & 127];
+  if (e.ptr == opName && std::strcmp(e.text, opName) == 0) return e.family;
   const auto& f = families();
   const auto it = f.find(stripNamespace(opName));
-  return it != f.end() && it->second == Family::kFused;
+  const Family family = it == f.end() ? Family::kUnknown : it->second;
+  const size_t len = std::strlen(opName);
+  if (len < sizeof(e.text)) {
+    e.ptr = opName;
+    e.family = family;
+    std::memcpy(e.text, opName, len + 1);
+  }
+  return family;
 }
 
+}  // namespace
+
+bool isFusedAttentionOp(const char* opName) { return familyOf(opName) == Family::kFused; }
+
 OpKind OpClassifier::classify(const char* opName) {
-  const auto& f = families();
-  const std::string_view name = stripNamespace(opName);
-  const auto it = f.find(name);
+  const Family family = familyOf(opName);
   const Open projectionWasOpen = projectionOpen_;
   projectionOpen_ = kClosed;
-  if (it == f.end()) return OpKind::kOther;
   const OpKind projection =
       stage_ == kBeforeScores ? OpKind::kQkvProjection : OpKind::kOutputProjection;
-  switch (it->second) {
+  switch (family) {
+    case Family::kUnknown:
+      return OpKind::kOther;
     case Family::kProjection:
       projectionOpen_ = kBiasOnly;  // a bias add may follow; a matmul starts the scores
       return projection;
@@ -142,10 +170,10 @@ OpKind OpClassifier::classify(const char* opName) {
       return OpKind::kDropout;
     case Family::kLayout:
       return OpKind::kLayoutCopy;
+    case Family::kAdd:
+      if (projectionWasOpen != kClosed) return projection;  // the bias add of a projection
+      [[fallthrough]];
     case Family::kElementwise:
-      if (projectionWasOpen != kClosed && name.rfind("add", 0) == 0) {
-        return projection;  // the bias add of a projection
-      }
       if (stage_ == kBeforeScores) return OpKind::kScoreMatmul;
       if (stage_ == kAfterScores) return OpKind::kSoftmax;
       return OpKind::kOther;

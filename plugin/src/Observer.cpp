@@ -28,7 +28,7 @@ struct Frame {
   size_t linksBegin = 0;
   // The top-level op now running inside the call (depth 1); nested ops only record links.
   int depth = 0;
-  int64_t opT0 = 0;
+  uint64_t opT0 = 0;  // ticks
   OpKind opKind = OpKind::kOther;
   MemoryAccount opAccount;
 };
@@ -39,7 +39,7 @@ struct ThreadState {
     links.reserve(1024);
   }
   std::vector<Frame> frames;
-  std::vector<std::pair<uint64_t, Link>> links;  // links of the open frames, flushed at exit
+  std::vector<LinkTable::Entry> links;  // links of the open frames, flushed at their exit
   at::CallbackHandle forwardHandle = 0;
   uint64_t threadId = 0;
   bool threadIdKnown = false;
@@ -48,7 +48,19 @@ struct ThreadState {
   uint64_t fusedCounter = 0;
 };
 
-thread_local ThreadState tState;
+// The fast path reads one initial-exec TLS pointer (a single %fs-relative load, where a
+// thread_local object in a shared library costs a __tls_get_addr call); the owner frees the
+// state at thread exit.
+__thread ThreadState* tStatePtr __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local std::unique_ptr<ThreadState> tStateOwner;
+
+ThreadState& threadState() {
+  if (__builtin_expect(tStatePtr == nullptr, 0)) {
+    tStateOwner = std::make_unique<ThreadState>();
+    tStatePtr = tStateOwner.get();
+  }
+  return *tStatePtr;
+}
 
 uint64_t forwardThreadId(ThreadState& t) {
   if (!t.threadIdKnown) {
@@ -71,31 +83,31 @@ void pointMemoryTargets(ThreadState& t) {
 }
 
 std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn) {
-  ThreadState& t = tState;
+  ThreadState& t = threadState();
   if (t.frames.empty()) return nullptr;  // the callback travelled to another thread's state
   Frame& f = t.frames.back();
   if (++f.depth == 1) {
     f.opKind = f.classifier.classify(fn.name());
     f.opAccount.reset();
     MemoryTargets::current().op = &f.opAccount;
-    f.opT0 = nowNs();
+    f.opT0 = ticks();
   }
   const int64_t seq = fn.seqNr();
   if (seq >= 0) {
-    t.links.emplace_back(linkKey(forwardThreadId(t), seq), Link{f.instance, f.record.layer, f.opKind});
+    t.links.emplace_back(seq, Link{f.instance, f.record.layer, f.opKind});
   }
   return nullptr;
 }
 
 void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
-  ThreadState& t = tState;
+  ThreadState& t = threadState();
   if (t.frames.empty()) return;
   Frame& f = t.frames.back();
   if (f.depth <= 0) return;  // an op that started before this scope opened
   if (--f.depth > 0) return;
-  const int64_t ns = nowNs() - f.opT0;
+  const uint64_t elapsed = ticks() - f.opT0;
   CallRecord::Kind& k = f.record.kinds[static_cast<int>(f.opKind)];
-  k.ns += ns;
+  k.ns += static_cast<int64_t>(elapsed);  // ticks until the call ends
   k.ops += 1;
   k.bytes += f.opAccount.bytes;
   const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
@@ -112,7 +124,7 @@ at::RecordFunctionCallback forwardCallback() {
 struct NodeContext final : at::ObserverContext {
   Session* session = nullptr;
   Link link;
-  int64_t t0 = 0;
+  uint64_t t0 = 0;  // ticks
   MemoryAccount account;
   MemoryAccount* savedOp = nullptr;
   bool deviceReporter = false;
@@ -126,7 +138,7 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   const int64_t seq = fn.seqNr();
   if (seq < 0) return nullptr;
   Link link;
-  if (!s->findLink(linkKey(fn.forwardThreadId(), seq), &link)) return nullptr;
+  if (!s->findLink(fn.forwardThreadId(), seq, &link)) return nullptr;
   auto ctx = std::make_unique<NodeContext>();
   ctx->session = s;
   ctx->link = link;
@@ -134,14 +146,14 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   ctx->savedOp = targets.op;
   targets.op = &ctx->account;
   if (s->deviceMemory()) ctx->deviceReporter = DeviceMemoryReporter::enter();
-  ctx->t0 = nowNs();
+  ctx->t0 = ticks();
   return ctx;
 }
 
 void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto* node = static_cast<NodeContext*>(ctx);
-  const int64_t ns = nowNs() - node->t0;
+  const int64_t ns = TickClock::toNs(ticks() - node->t0);
   DeviceMemoryReporter::leave(node->deviceReporter);
   MemoryTargets::current().op = node->savedOp;
   node->session->addBackwardNode(node->link, ns, node->account);
@@ -151,7 +163,7 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
 struct FusedContext final : at::ObserverContext {};
 
 std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) {
-  ThreadState& t = tState;
+  ThreadState& t = threadState();
   if (!t.frames.empty()) return nullptr;  // inside a scope the thread-local callback classifies
   const char* name = fn.name();
   if (!isFusedAttentionOp(name)) return nullptr;
@@ -169,8 +181,7 @@ std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) 
   Frame& f = t.frames.back();
   const int64_t seq = fn.seqNr();
   if (seq >= 0) {
-    t.links.emplace_back(linkKey(forwardThreadId(t), seq),
-                         Link{f.instance, f.record.layer, OpKind::kFusedAttention});
+    t.links.emplace_back(seq, Link{f.instance, f.record.layer, OpKind::kFusedAttention});
   }
   return std::make_unique<FusedContext>();
 }
@@ -184,7 +195,7 @@ void onFusedEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
 bool Observer::enterScope(Session* session, const char* layerName) {
   const int32_t layer = session->layerId(layerName);
   if (layer < 0) return false;
-  ThreadState& t = tState;
+  ThreadState& t = threadState();
   t.frames.emplace_back();
   Frame& f = t.frames.back();
   f.session = session;
@@ -200,14 +211,16 @@ bool Observer::enterScope(Session* session, const char* layerName) {
 }
 
 void Observer::exitScope() {
-  ThreadState& t = tState;
+  ThreadState& t = threadState();
   if (t.frames.empty()) return;
   const int64_t end = nowNs();
   Frame& f = t.frames.back();
   f.record.ns = end - f.t0;
+  for (CallRecord::Kind& k : f.record.kinds) k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
-  f.session->addForwardCall(f.record, t.links.data() + f.linksBegin, t.links.size() - f.linksBegin);
+  f.session->addForwardCall(f.record, forwardThreadId(t), t.links.data() + f.linksBegin,
+                            t.links.size() - f.linksBegin);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);
   t.frames.pop_back();

@@ -10,6 +10,7 @@
 
 #include "Observer.h"
 #include "attnscope/attnscope.h"
+#include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/CpuAllocatorTracker.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/core/Log.h"
@@ -65,6 +66,7 @@ Session::Session(const Config& config)
 }
 
 void Session::begin() {
+  TickClock::calibrate();
   if (config_.memory) CpuAllocatorTracker::install();
   std::lock_guard<std::mutex> lock(callbackMutex_);
   updateGlobalCallbacks(true);
@@ -121,22 +123,19 @@ int32_t Session::layerId(const char* name) {
   return id;
 }
 
-void Session::addForwardCall(const CallRecord& record, const std::pair<uint64_t, Link>* links,
-                             size_t numLinks) {
+void Session::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
+                             const LinkTable::Entry* links, size_t numLinks) {
   if (numLinks > 0) {
     std::lock_guard<std::mutex> lock(linkMutex_);
-    for (size_t i = 0; i < numLinks; ++i) links_[links[i].first] = links[i].second;
+    links_.append(forwardThreadId, links, numLinks);
   }
   std::lock_guard<std::mutex> lock(statsMutex_);
   stats_.add(record);
 }
 
-bool Session::findLink(uint64_t key, Link* out) {
+bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) {
   std::lock_guard<std::mutex> lock(linkMutex_);
-  const auto it = links_.find(key);
-  if (it == links_.end()) return false;
-  *out = it->second;
-  return true;
+  return links_.find(forwardThreadId, sequenceNr, out);
 }
 
 void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account) {

@@ -11,23 +11,12 @@
 
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/Config.h"
+#include "attnscope/core/LinkTable.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
 
 namespace attnscope {
 namespace detail {
-
-// Where a forward op's autograd node belongs: recorded in forward under the key
-// (forward thread id, sequence number), looked up when the node runs in backward.
-struct Link {
-  uint64_t instance = 0;  // which attention call
-  int32_t layer = -1;
-  OpKind kind = OpKind::kOther;
-};
-
-inline uint64_t linkKey(uint64_t forwardThreadId, int64_t sequenceNr) {
-  return (forwardThreadId << 44) ^ static_cast<uint64_t>(sequenceNr);
-}
 
 // One start()..stop() of the plugin on this rank: configuration, step and sampling state, the
 // forward→backward link table and the statistics. The observer's callbacks call into it.
@@ -58,9 +47,9 @@ class Session {
   int32_t layerId(const char* name);
   uint64_t newInstance() { return nextInstance_.fetch_add(1, std::memory_order_relaxed); }
 
-  void addForwardCall(const CallRecord& record, const std::pair<uint64_t, Link>* links,
-                      size_t numLinks);
-  bool findLink(uint64_t key, Link* out);
+  void addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
+                      const LinkTable::Entry* links, size_t numLinks);
+  bool findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out);
   void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account);
 
   // Installs the callbacks for the first step. Called once by start().
@@ -88,7 +77,7 @@ class Session {
   at::CallbackHandle fusedHandle_ = 0;
 
   std::mutex linkMutex_;
-  std::unordered_map<uint64_t, Link> links_;
+  LinkTable links_;
 
   std::mutex statsMutex_;
   StatsTable stats_;
