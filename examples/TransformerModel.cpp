@@ -4,8 +4,10 @@
 
 namespace examples {
 
-EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& o)
-    : attn(register_module(
+EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& o,
+                                   int64_t repeats_)
+    : repeats(repeats_),
+      attn(register_module(
           "attn", attnscope::MultiheadAttention(
                       name, torch::nn::MultiheadAttentionOptions(o.dModel, o.heads).dropout(o.dropout)))),
       norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
@@ -16,6 +18,10 @@ EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& 
 
 torch::Tensor EncoderLayerImpl::forward(const torch::Tensor& x) {
   auto a = std::get<0>(attn->forward(x, x, x, torch::Tensor(), /*needWeights=*/false));
+  for (int64_t r = 1; r < repeats; ++r) {
+    a = a + std::get<0>(attn->forward(x, x, x, torch::Tensor(), /*needWeights=*/false));
+  }
+  if (repeats > 1) a = a / static_cast<double>(repeats);
   auto h = norm1(x + drop(a));
   return norm2(h + drop(ff2(torch::relu(ff1(h)))));
 }
@@ -26,7 +32,8 @@ ModelImpl::ModelImpl(const ModelOptions& o)
       head(register_module("head", torch::nn::Linear(o.dModel, o.vocab))) {
   layers = register_module("layers", torch::nn::ModuleList());
   for (int64_t i = 0; i < o.layers; ++i) {
-    layers->push_back(EncoderLayer("layers." + std::to_string(i) + ".attn", o));
+    layers->push_back(EncoderLayer("layers." + std::to_string(i) + ".attn", o,
+                                   i == o.slowLayer ? o.slowFactor : 1));
   }
 }
 
@@ -37,12 +44,14 @@ torch::Tensor ModelImpl::forward(const torch::Tensor& tokens) {
   return head(x);
 }
 
-double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o) {
+double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o,
+                 const std::function<void()>& afterBackward) {
   auto tokens = torch::randint(o.vocab, {o.seq, o.batch}, torch::kLong);
   auto logits = model(tokens);
   auto loss = torch::nn::functional::cross_entropy(logits.view({-1, o.vocab}), tokens.view({-1}));
   optimizer.zero_grad();
   loss.backward();
+  if (afterBackward) afterBackward();
   optimizer.step();
   return loss.item<double>();
 }

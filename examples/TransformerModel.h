@@ -5,6 +5,7 @@
 // head. Trained on a copy task (predict each input token), so the loss falls.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include <torch/nn/modules/container/modulelist.h>
@@ -27,12 +28,17 @@ struct ModelOptions {
   int64_t vocab = 1000;
   double dropout = 0.1;
   double lr = 1e-3;
+  // Straggler injection: this layer's attention runs `slowFactor` times (real extra compute in
+  // forward and backward, averaged so the model stays the same). 1: no injection.
+  int64_t slowLayer = -1;
+  int64_t slowFactor = 1;
 };
 
 struct EncoderLayerImpl : torch::nn::Module {
-  EncoderLayerImpl(const std::string& name, const ModelOptions& o);
+  EncoderLayerImpl(const std::string& name, const ModelOptions& o, int64_t repeats);
   torch::Tensor forward(const torch::Tensor& x);  // x: [seq, batch, d_model]
 
+  int64_t repeats;  // attention runs per forward (straggler injection)
   attnscope::MultiheadAttention attn;
   torch::nn::LayerNorm norm1, norm2;
   torch::nn::Linear ff1, ff2;
@@ -50,8 +56,9 @@ struct ModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(Model);
 
-// One training step on a fresh random batch: forward, cross-entropy, backward, optimizer step.
-// Returns the loss.
-double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o);
+// One training step on a fresh random batch: forward, cross-entropy, backward, `afterBackward`
+// (the gradient all-reduce of a distributed run), optimizer step. Returns the loss.
+double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o,
+                 const std::function<void()>& afterBackward = {});
 
 }  // namespace examples

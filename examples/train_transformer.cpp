@@ -7,9 +7,14 @@
 #include <string>
 
 #include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "TransformerModel.h"
+#include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
+#include "attnscope/core/Topology.h"
 
 namespace {
 
@@ -18,15 +23,21 @@ struct Options {
   int64_t steps = 20;
   int64_t threads = 0;  // 0: LibTorch's default
   int64_t seed = 0;
+  int64_t slowRank = -1;
+  int64_t timeoutS = 120;
   bool quiet = false;
 };
 
 void usage(std::ostream& out) {
   out << "usage: train_transformer [--layers N] [--d-model N] [--heads N] [--seq N] [--batch N]\n"
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
-         "                         [--seed N] [--quiet]\n"
+         "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
+         "                         [--timeout-s S] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
-         "variables (docs/CONFIGURATION.md).\n";
+         "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
+         "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced over a c10d Gloo group.\n"
+         "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
+         "extra work); L defaults to the middle layer.\n";
 }
 
 int64_t intArg(const std::string& flag, const char* value, int64_t lo, int64_t hi) {
@@ -75,7 +86,15 @@ Options parse(int argc, char** argv) {
     else if (flag == "--steps") o.steps = intArg(flag, v, 0, 100000000);
     else if (flag == "--threads") o.threads = intArg(flag, v, 0, 1024);
     else if (flag == "--seed") o.seed = intArg(flag, v, 0, 1LL << 40);
+    else if (flag == "--slow-rank") o.slowRank = intArg(flag, v, 0, 1 << 24);
+    else if (flag == "--slow-factor") m.slowFactor = intArg(flag, v, 1, 1000);
+    else if (flag == "--slow-layer") m.slowLayer = intArg(flag, v, 0, 255);
+    else if (flag == "--timeout-s") o.timeoutS = intArg(flag, v, 1, 86400);
     else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+  }
+  if (m.slowLayer >= m.layers) {
+    throw std::invalid_argument("--slow-layer " + std::to_string(m.slowLayer) +
+                                " is not a layer; allowed: 0 to " + std::to_string(m.layers - 1));
   }
   if (m.dModel % m.heads != 0) {
     throw std::invalid_argument("--d-model " + std::to_string(m.dModel) +
@@ -86,27 +105,97 @@ Options parse(int argc, char** argv) {
 
 }  // namespace
 
+// Averages the gradients of all ranks in one all-reduce of a flat buffer (what DDP does, minus
+// the bucketing and the overlap with backward).
+void allReduceGradients(examples::Model& model, c10d::ProcessGroup& group, int worldSize) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model->parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  std::vector<torch::Tensor> flat{torch::cat([&] {
+    std::vector<torch::Tensor> views;
+    for (auto& g : grads) views.push_back(g.reshape({-1}));
+    return views;
+  }())};
+  group.allreduce(flat)->wait();
+  flat[0].div_(worldSize);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
+}
+
 int main(int argc, char** argv) {
   Options o;
+  attnscope::Topology topology;
+  attnscope::Config config;
   try {
     o = parse(argc, argv);
-    attnscope::start();  // reads ATTNSCOPE_*; a bad value stops here, before any training work
+    topology = attnscope::Topology::fromEnvironment();
+    config = attnscope::Config::fromEnvironment();  // a bad value stops here, before any work
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "train_transformer: " << e.what() << "\n";
+    return 2;
+  }
+  const int rank = topology.rank, world = topology.worldSize;
+  if (o.slowRank == rank && o.model.slowFactor > 1) {
+    if (o.model.slowLayer < 0) o.model.slowLayer = o.model.layers / 2;
+  } else {
+    o.model.slowFactor = 1;
+  }
+
+  // The job's own rendezvous and gradient group. attnscope gets the store (c10d-aware), never
+  // the group: it forms a group of its own on the store under its own key prefix.
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  try {
+    if (world > 1) {
+      if (topology.masterAddr.empty() || topology.masterPort == 0) {
+        throw std::invalid_argument("a world of " + std::to_string(world) +
+                                    " needs MASTER_ADDR and MASTER_PORT (torchrun sets them)");
+      }
+      c10d::TCPStoreOptions storeOptions;
+      storeOptions.port = static_cast<uint16_t>(topology.masterPort);
+      storeOptions.isServer = !topology.agentStore && rank == 0;
+      storeOptions.waitWorkers = false;
+      storeOptions.timeout = std::chrono::seconds(o.timeoutS);
+      store = c10::make_intrusive<c10d::TCPStore>(topology.masterAddr, storeOptions);
+      auto groupOptions = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(o.timeoutS));
+      groupOptions->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+          c10::make_intrusive<c10d::PrefixStore>("train_transformer/", store), rank, world,
+          groupOptions);
+    }
+    attnscope::start(config, {store, rank, world});
   } catch (const std::invalid_argument& e) {
     std::cerr << "train_transformer: " << e.what() << "\n";
     return 2;
   }
   if (o.threads > 0) at::set_num_threads(static_cast<int>(o.threads));
-  torch::manual_seed(o.seed);
+  torch::manual_seed(o.seed);  // the same initial model on every rank
 
   examples::Model model(o.model);
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(o.model.lr));
-  for (int64_t step = 0; step < o.steps; ++step) {
-    const double loss = examples::trainStep(model, optimizer, o.model);
-    attnscope::step();
-    if (!o.quiet && (step % 10 == 0 || step + 1 == o.steps)) {
-      std::cout << "step " << step << " loss " << loss << std::endl;
+  torch::manual_seed(o.seed + 1 + rank);  // each rank its own data
+  int status = 0;
+  try {
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const double loss = examples::trainStep(model, optimizer, o.model, [&] {
+        if (group) allReduceGradients(model, *group, world);
+      });
+      attnscope::step();
+      if (!o.quiet && (step % 10 == 0 || step + 1 == o.steps)) {
+        std::cout << "rank " << rank << " step " << step << " loss " << loss << std::endl;
+      }
     }
+  } catch (const std::exception& e) {
+    // A rank died or stopped answering: say so and end cleanly rather than hang.
+    std::string what = e.what();
+    what = what.substr(0, what.find('\n'));
+    std::cerr << "train_transformer: rank " << rank << ": training stopped: " << what << "\n";
+    status = 3;
   }
   attnscope::stop();
-  return 0;
+  return status;
 }

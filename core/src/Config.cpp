@@ -21,6 +21,7 @@ constexpr int64_t kMaxMaxLayers = 65536;
 
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
+constexpr char kAggregationAllowed[] = "one of auto, gloo, nccl, mpi, local, none";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
 
@@ -67,6 +68,15 @@ double parseDouble(const std::string& name, const std::string& value, double lo,
   return v;
 }
 
+Aggregation parseAggregation(const std::string& name, const std::string& value) {
+  const std::string v = lower(value);
+  for (Aggregation a : {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kNccl, Aggregation::kMpi,
+                        Aggregation::kLocal, Aggregation::kNone}) {
+    if (v == aggregationName(a)) return a;
+  }
+  fail(name, value, "is not an aggregation backend", kAggregationAllowed);
+}
+
 LogLevel parseLogLevel(const std::string& name, const std::string& value) {
   const std::string v = lower(value);
   if (v == "off") return LogLevel::kOff;
@@ -109,6 +119,18 @@ std::string unknownVariableWarning(const std::string& name) {
 
 }  // namespace
 
+const char* aggregationName(Aggregation a) {
+  switch (a) {
+    case Aggregation::kAuto: return "auto";
+    case Aggregation::kGloo: return "gloo";
+    case Aggregation::kNccl: return "nccl";
+    case Aggregation::kMpi: return "mpi";
+    case Aggregation::kLocal: return "local";
+    case Aggregation::kNone: return "none";
+  }
+  return "?";
+}
+
 const std::vector<Config::Variable>& Config::variables() {
   static const std::vector<Variable> kVariables = {
       {kEnvEnable, "bool", "1", kBoolAllowed, "master switch; 0 makes every attnscope call a no-op"},
@@ -127,6 +149,19 @@ const std::vector<Config::Variable>& Config::variables() {
        "recognise fused attention ops outside any AttentionScope (a callback on every op)"},
       {kEnvMaxLayers, "int", "1024", "an integer from 1 to 65536",
        "most distinct attention layer names kept; later names are counted but not recorded"},
+      {kEnvAggregation, "enum", "auto", kAggregationAllowed,
+       "how ranks' figures come together; auto is local for one rank, gloo otherwise"},
+      {kEnvStragglerThreshold, "float", "1.2", "a number from 1.01 to 100",
+       "straggler when attention time per step exceeds threshold x the median of all ranks"},
+      {kEnvStragglerWindows, "int", "3", "an integer from 1 to 1000",
+       "for this many consecutive reporting windows"},
+      {kEnvHangS, "float", "300", "a number from 1 to 86400",
+       "report a rank hung when its step counter stands still this long while others move"},
+      {kEnvRoundTimeoutS, "float", "30", "a number from 1 to 3600",
+       "longest an aggregation round or the group set-up may take before a rank gives up on it"},
+      {kEnvStorePort, "int", "0", "an integer from 0 to 65535",
+       "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
+       "provides a store; 0 means MASTER_PORT + 1"},
   };
   return kVariables;
 }
@@ -148,6 +183,18 @@ bool Config::set(const std::string& name, const std::string& value) {
     fusedOps = parseBool(name, value);
   } else if (name == kEnvMaxLayers) {
     maxLayers = parseInt(name, value, 1, kMaxMaxLayers);
+  } else if (name == kEnvAggregation) {
+    aggregation = parseAggregation(name, value);
+  } else if (name == kEnvStragglerThreshold) {
+    stragglerThreshold = parseDouble(name, value, 1.01, 100.0);
+  } else if (name == kEnvStragglerWindows) {
+    stragglerWindows = parseInt(name, value, 1, 1000);
+  } else if (name == kEnvHangS) {
+    hangSeconds = parseDouble(name, value, 1.0, 86400.0);
+  } else if (name == kEnvRoundTimeoutS) {
+    roundTimeoutSeconds = parseDouble(name, value, 1.0, 3600.0);
+  } else if (name == kEnvStorePort) {
+    storePort = parseInt(name, value, 0, 65535);
   } else {
     return false;
   }
@@ -169,6 +216,19 @@ void Config::validate() const {
     fail(kEnvMaxLayers, std::to_string(maxLayers), "is out of range",
          "an integer from 1 to 65536");
   }
+  const auto checkRange = [](const char* name, double v, double lo, double hi, const char* allowed) {
+    if (!(v >= lo && v <= hi)) {
+      std::ostringstream text;
+      text << v;
+      fail(name, text.str(), "is out of range", allowed);
+    }
+  };
+  checkRange(kEnvStragglerThreshold, stragglerThreshold, 1.01, 100.0, "a number from 1.01 to 100");
+  checkRange(kEnvStragglerWindows, static_cast<double>(stragglerWindows), 1, 1000,
+             "an integer from 1 to 1000");
+  checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
+  checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
+  checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
   if (!summaryJson.empty()) {
     const std::string allowed = kSummaryAllowed;
     const std::string path = summaryPathForRank(0);

@@ -41,6 +41,25 @@ void LogHistogram::merge(const LogHistogram& other) {
   max_ = std::max(max_, other.max_);
 }
 
+LogHistogram LogHistogram::fromBuckets(const double* counts, double sum) {
+  LogHistogram h;
+  int first = -1, last = -1;
+  for (int i = 0; i < kNumBuckets; ++i) {
+    const auto n = static_cast<uint64_t>(counts[i] + 0.5);
+    if (n == 0) continue;
+    h.buckets_[i] = n;
+    h.count_ += n;
+    if (first < 0) first = i;
+    last = i;
+  }
+  if (h.count_ > 0) {
+    h.sum_ = sum;
+    h.min_ = bucketLower(first);
+    h.max_ = bucketUpper(last);
+  }
+  return h;
+}
+
 void LogHistogram::clear() { *this = LogHistogram(); }
 
 double LogHistogram::quantile(double q) const {

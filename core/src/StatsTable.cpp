@@ -96,6 +96,84 @@ void StatsTable::merge(const StatsTable& other) {
   droppedCalls_ += other.droppedCalls_;
 }
 
+std::vector<std::string> StatsTable::layerNames() const {
+  std::vector<std::string> names;
+  names.reserve(layers_.size());
+  for (const LayerStats& l : layers_) names.push_back(l.name);
+  return names;
+}
+
+uint32_t StatsTable::layersChecksum() const {
+  uint32_t h = 2166136261u;
+  for (const LayerStats& l : layers_) {
+    for (const char c : l.name) h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+    h = (h ^ 0u) * 16777619u;  // separator
+  }
+  return h;
+}
+
+namespace {
+
+void flattenCell(const CellStats* cell, double* out) {
+  if (cell == nullptr) return;  // zeros
+  const LogHistogram& h = cell->seconds;
+  out[0] = static_cast<double>(h.count());
+  out[1] = h.sum();
+  out[2] = static_cast<double>(cell->ops);
+  out[3] = static_cast<double>(cell->bytes);
+  for (int b = 0; b < LogHistogram::kNumBuckets; ++b) out[4 + b] = static_cast<double>(h.buckets()[b]);
+}
+
+std::unique_ptr<CellStats> cellFromFlat(const double* in) {
+  if (in[0] < 0.5) return nullptr;
+  auto cell = std::make_unique<CellStats>();
+  cell->seconds = LogHistogram::fromBuckets(in + 4, in[1]);
+  cell->ops = static_cast<uint64_t>(in[2] + 0.5);
+  cell->bytes = static_cast<int64_t>(in[3]);
+  return cell;
+}
+
+}  // namespace
+
+std::vector<double> StatsTable::flatten() const {
+  std::vector<double> flat(layers_.size() * kCellsPerLayer * kCellDoubles, 0.0);
+  double* out = flat.data();
+  for (const LayerStats& layer : layers_) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      const PhaseStats* phase = layer.phases[p].get();
+      flattenCell(phase ? &phase->call : nullptr, out);
+      out += kCellDoubles;
+      for (int k = 0; k < kNumOpKinds; ++k) {
+        flattenCell(phase ? phase->kinds[k].get() : nullptr, out);
+        out += kCellDoubles;
+      }
+    }
+  }
+  return flat;
+}
+
+StatsTable StatsTable::fromFlat(const std::vector<std::string>& names,
+                                const std::vector<double>& flat) {
+  StatsTable table(static_cast<int64_t>(names.size()) + 1);
+  if (flat.size() != names.size() * kCellsPerLayer * kCellDoubles) return table;
+  const double* in = flat.data();
+  for (const std::string& name : names) {
+    LayerStats& layer = table.layers_[table.layerId(name)];
+    for (int p = 0; p < kNumPhases; ++p) {
+      auto call = cellFromFlat(in);
+      in += kCellDoubles;
+      std::array<std::unique_ptr<CellStats>, kNumOpKinds> kinds;
+      for (int k = 0; k < kNumOpKinds; ++k, in += kCellDoubles) kinds[k] = cellFromFlat(in);
+      if (!call) continue;
+      auto phase = std::make_unique<PhaseStats>();
+      phase->call = *call;
+      phase->kinds = std::move(kinds);
+      layer.phases[p] = std::move(phase);
+    }
+  }
+  return table;
+}
+
 void StatsTable::clear() {
   layers_.clear();
   ids_.clear();

@@ -61,9 +61,103 @@ void writeCell(std::ostream& out, const CellStats& cell, const char* indent) {
   out << indent << "}";
 }
 
+// "layers": [...] at indentation `in` (the key's own indentation).
+void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& in) {
+  out << in << "\"layers\": [";
+  bool firstLayer = true;
+  for (const LayerStats& layer : stats.layers()) {
+    out << (firstLayer ? "\n" : ",\n") << in << "  {\n" << in << "    \"name\": ";
+    firstLayer = false;
+    writeString(out, layer.name);
+    out << ",\n" << in << "    \"phases\": {";
+    bool firstPhase = true;
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (!layer.phases[p]) continue;
+      const PhaseStats& phase = *layer.phases[p];
+      out << (firstPhase ? "\n" : ",\n") << in << "      \"" << phaseName(static_cast<Phase>(p)) << "\": {\n";
+      firstPhase = false;
+      out << in << "        \"calls\": " << phase.call.seconds.count() << ",\n";
+      out << in << "        \"call\": ";
+      writeCell(out, phase.call, (in + "        ").c_str());
+      out << ",\n" << in << "        \"op_kinds\": {";
+      bool firstKind = true;
+      for (int k = 0; k < kNumOpKinds; ++k) {
+        if (!phase.kinds[k]) continue;
+        out << (firstKind ? "\n" : ",\n") << in << "          \"" << opKindName(static_cast<OpKind>(k)) << "\": ";
+        firstKind = false;
+        writeCell(out, *phase.kinds[k], (in + "          ").c_str());
+      }
+      out << (firstKind ? "}" : "\n" + in + "        }") << "\n" << in << "      }";
+    }
+    out << (firstPhase ? "}" : "\n" + in + "    }") << "\n" << in << "  }";
+  }
+  out << (firstLayer ? "]" : "\n" + in + "]");
+}
+
+void writeFinding(std::ostream& out, const StragglerFinding& f) {
+  out << "{\"rank\": " << f.rank << ", \"first_round\": " << f.firstRound
+      << ", \"last_round\": " << f.lastRound << ", \"max_score\": ";
+  writeNumber(out, f.maxScore);
+  out << ", \"layer\": ";
+  writeString(out, f.layer);
+  out << ", \"phase\": \"" << phaseName(f.phase) << "\", \"op_kind\": \"" << opKindName(f.kind)
+      << "\", \"share_of_excess\": ";
+  writeNumber(out, f.share);
+  out << ", \"description\": ";
+  writeString(out, f.description);
+  out << "}";
+}
+
+// The cross-rank section rank 0 writes.
+void writeCluster(std::ostream& out, const ClusterReport& c) {
+  out << "  \"cluster\": {\n    \"aggregation\": ";
+  writeString(out, c.aggregation);
+  out << ",\n    \"degraded\": " << (c.degraded ? "true" : "false");
+  out << ",\n    \"rounds\": " << c.rounds << ",\n    \"round_errors\": " << c.roundErrors;
+  out << ",\n    \"last_error\": ";
+  writeString(out, c.lastError);
+  out << ",\n    \"layers_agree\": " << (c.layersAgree ? "true" : "false");
+  out << ",\n    \"expected_ranks\": " << c.last.expectedRanks
+      << ",\n    \"present_ranks\": " << c.last.presentRanks;
+  out << ",\n    \"median_attention_seconds_per_step\": ";
+  writeNumber(out, c.last.medianAttentionSeconds);
+  out << ",\n    \"ranks\": [";
+  for (size_t i = 0; i < c.last.ranks.size(); ++i) {
+    const RankStatus& r = c.last.ranks[i];
+    out << (i ? ",\n" : "\n") << "      {\"rank\": " << r.rank << ", \"present\": "
+        << (r.present ? "true" : "false") << ", \"missing\": " << (r.missing ? "true" : "false")
+        << ", \"straggler\": " << (r.straggler ? "true" : "false")
+        << ", \"hung\": " << (r.hung ? "true" : "false") << ", \"score\": ";
+    writeNumber(out, r.score);
+    out << ", \"last_step\": " << r.lastStep << ", \"attention_seconds_per_step\": ";
+    writeNumber(out, r.window.attentionSeconds());
+    out << ", \"step_seconds\": ";
+    writeNumber(out, r.window.stepSeconds);
+    out << ", \"peak_bytes\": " << r.window.peakBytes << ", \"collective_wait_seconds_per_step\": ";
+    writeNumber(out, r.window.collectiveWaitSeconds);
+    out << "}";
+  }
+  out << (c.last.ranks.empty() ? "]" : "\n    ]");
+  out << ",\n    \"stragglers\": [";
+  for (size_t i = 0; i < c.stragglers.size(); ++i) {
+    out << (i ? ",\n      " : "\n      ");
+    writeFinding(out, c.stragglers[i]);
+  }
+  out << (c.stragglers.empty() ? "]" : "\n    ]");
+  out << ",\n    \"hangs\": [";
+  for (size_t i = 0; i < c.hangs.size(); ++i) {
+    out << (i ? ",\n      " : "\n      ");
+    writeFinding(out, c.hangs[i]);
+  }
+  out << (c.hangs.empty() ? "]" : "\n    ]") << ",\n";
+  writeLayers(out, c.stats, "    ");
+  out << "\n  }";
+}
+
 }  // namespace
 
-std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats) {
+std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
+                                const ClusterReport* cluster) {
   std::ostringstream out;
   out << "{\n  \"schema\": \"attnscope.summary/1\",\n  \"run\": {\n";
   out << "    \"rank\": " << run.rank << ",\n";
@@ -85,40 +179,16 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats) {
   writeNumber(out, run.stopUnixSeconds, "%.6f");
   out << ",\n    \"memory_reports\": " << run.memoryReports << ",\n";
   out << "    \"dropped_calls\": " << run.droppedCalls << "\n  },\n";
-  out << "  \"layers\": [";
-  bool firstLayer = true;
-  for (const LayerStats& layer : stats.layers()) {
-    out << (firstLayer ? "\n" : ",\n") << "    {\n      \"name\": ";
-    firstLayer = false;
-    writeString(out, layer.name);
-    out << ",\n      \"phases\": {";
-    bool firstPhase = true;
-    for (int p = 0; p < kNumPhases; ++p) {
-      if (!layer.phases[p]) continue;
-      const PhaseStats& phase = *layer.phases[p];
-      out << (firstPhase ? "\n" : ",\n") << "        \"" << phaseName(static_cast<Phase>(p)) << "\": {\n";
-      firstPhase = false;
-      out << "          \"calls\": " << phase.call.seconds.count() << ",\n";
-      out << "          \"call\": ";
-      writeCell(out, phase.call, "          ");
-      out << ",\n          \"op_kinds\": {";
-      bool firstKind = true;
-      for (int k = 0; k < kNumOpKinds; ++k) {
-        if (!phase.kinds[k]) continue;
-        out << (firstKind ? "\n" : ",\n") << "            \"" << opKindName(static_cast<OpKind>(k)) << "\": ";
-        firstKind = false;
-        writeCell(out, *phase.kinds[k], "            ");
-      }
-      out << (firstKind ? "}" : "\n          }") << "\n        }";
-    }
-    out << (firstPhase ? "}" : "\n      }") << "\n    }";
+  writeLayers(out, stats, "  ");
+  if (cluster != nullptr) {
+    out << ",\n";
+    writeCluster(out, *cluster);
   }
-  out << (firstLayer ? "]" : "\n  ]") << "\n}\n";
+  out << "\n}\n";
   return out.str();
 }
-
 bool SummaryJson::write(const std::string& path, const RunInfo& run, const StatsTable& stats,
-                        std::string* error) {
+                        const ClusterReport* cluster, std::string* error) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::trunc);
@@ -126,7 +196,7 @@ bool SummaryJson::write(const std::string& path, const RunInfo& run, const Stats
       if (error) *error = "cannot open " + tmp + " for writing";
       return false;
     }
-    f << render(run, stats);
+    f << render(run, stats, cluster);
     f.flush();
     if (!f) {
       if (error) *error = "cannot write " + tmp + " (disk full?)";

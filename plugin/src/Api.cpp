@@ -3,8 +3,10 @@
 #include <mutex>
 #include <vector>
 
+#include "Aggregator.h"
 #include "Observer.h"
 #include "Session.h"
+#include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/exporters/SummaryJson.h"
@@ -35,8 +37,23 @@ void stopLocked() {
 
 const char* version() { return ATTNSCOPE_VERSION; }
 
-void start(const Config& config) {
+void start(const Config& config, const DistributedOptions& distributed) {
   config.validate();
+  Topology topology = Topology::fromEnvironment();
+  if (distributed.worldSize > 0) topology.worldSize = distributed.worldSize;
+  if (distributed.rank >= 0) topology.rank = distributed.rank;
+  if (topology.rank >= topology.worldSize) {
+    throw std::invalid_argument("rank " + std::to_string(topology.rank) +
+                                " is outside the world of " + std::to_string(topology.worldSize) +
+                                "; allowed: 0 to " + std::to_string(topology.worldSize - 1));
+  }
+  if (!detail::aggregationAvailable(config.aggregation)) {
+    throw std::invalid_argument(
+        std::string(kEnvAggregation) + "=\"" + aggregationName(config.aggregation) +
+        "\" is not available in this build (" +
+        (config.aggregation == Aggregation::kNccl ? "LibTorch without CUDA" : "built without MPI") +
+        "); allowed: auto, gloo, local, none" + (detail::aggregationAvailable(Aggregation::kMpi) ? ", mpi" : ""));
+  }
   std::lock_guard<std::mutex> lock(gLifecycleMutex);
   stopLocked();
   detail::Log::setLevel(config.logLevel);
@@ -44,14 +61,23 @@ void start(const Config& config) {
     ATTNSCOPE_LOG(kDebug, "disabled (ATTNSCOPE_ENABLE=0)");
     return;
   }
-  auto session = std::make_unique<detail::Session>(config);
-  detail::Log::setRank(session->runInfo().rank);
+  detail::Log::setRank(topology.rank);
+  auto session = std::make_unique<detail::Session>(config, topology);
   session->begin();
+  session->setReporter(std::make_unique<detail::Reporter>(*session, config, topology,
+                                                          detail::StoreSource{distributed.store}));
   detail::setCurrentSession(session.get());
   active() = std::move(session);
 }
 
+void start(const Config& config) { start(config, DistributedOptions{}); }
+
 void start() { start(Config::fromEnvironment()); }
+
+bool clusterReport(ClusterReport* out) {
+  detail::Session* s = detail::currentSession();
+  return s != nullptr && s->clusterReport(out);
+}
 
 void stop() {
   std::lock_guard<std::mutex> lock(gLifecycleMutex);
@@ -82,7 +108,9 @@ RunInfo runInfo() {
 std::string summaryJson() {
   detail::Session* s = detail::currentSession();
   if (s == nullptr) return SummaryJson::render(RunInfo(), StatsTable());
-  return SummaryJson::render(s->runInfo(), s->statistics());
+  ClusterReport cluster;
+  const bool haveCluster = s->clusterReport(&cluster);
+  return SummaryJson::render(s->runInfo(), s->statistics(), haveCluster ? &cluster : nullptr);
 }
 
 AttentionScope::AttentionScope(const char* layerName) {

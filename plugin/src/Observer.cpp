@@ -1,6 +1,7 @@
 #include "Observer.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -190,7 +191,44 @@ void onFusedEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx != nullptr) Observer::exitScope();
 }
 
+// The job's own collectives: c10d opens a USER_SCOPE RecordFunction named "<backend>:<op>" when
+// it issues one and ends it when the work completes (possibly on a communication thread).
+thread_local bool tInternalThread = false;
+
+struct CollectiveContext final : at::ObserverContext {
+  Session* session = nullptr;
+  uint64_t t0 = 0;
+};
+
+bool isCollectiveName(const char* name) {
+  return std::strncmp(name, "gloo:", 5) == 0 || std::strncmp(name, "nccl:", 5) == 0 ||
+         std::strncmp(name, "mpi:", 4) == 0;
+}
+
+std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {
+  if (tInternalThread) return nullptr;
+  Session* s = currentSession();
+  if (s == nullptr || !isCollectiveName(fn.name())) return nullptr;
+  auto ctx = std::make_unique<CollectiveContext>();
+  ctx->session = s;
+  ctx->t0 = ticks();
+  return ctx;
+}
+
+void onCollectiveEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
+  if (ctx == nullptr) return;
+  auto* c = static_cast<CollectiveContext*>(ctx);
+  c->session->addCollectiveTime(TickClock::toNs(ticks() - c->t0));
+}
+
 }  // namespace
+
+at::RecordFunctionCallback Observer::collectiveCallback() {
+  return at::RecordFunctionCallback(&onCollectiveStart, &onCollectiveEnd)
+      .scopes({at::RecordScope::USER_SCOPE});
+}
+
+void Observer::markInternalThread() { tInternalThread = true; }
 
 bool Observer::enterScope(Session* session, const char* layerName) {
   const int32_t layer = session->layerId(layerName);

@@ -24,6 +24,11 @@ class Observer {
 
   static at::RecordFunctionCallback backwardCallback();
   static at::RecordFunctionCallback fusedOpCallback();
+  // USER_SCOPE: c10d's collectives ("gloo:all_reduce", "nccl:...", "mpi:...") of the job, from
+  // issue to completion; present on sampled steps only. attnscope's own threads are skipped.
+  static at::RecordFunctionCallback collectiveCallback();
+  // Marks the calling thread as attnscope's own (the reporter): its collectives are not the job's.
+  static void markInternalThread();
 };
 
 // True while the calling thread executes an autograd graph task (a backward pass), so that an

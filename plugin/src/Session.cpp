@@ -27,42 +27,55 @@ double unixNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Rank and world from the launcher's environment (torchrun, then OpenMPI); 0 and 1 otherwise.
-int envInt(const char* first, const char* second, int fallback) {
-  for (const char* name : {first, second}) {
-    const char* v = std::getenv(name);
-    if (v != nullptr && *v != '\0') {
-      char* end = nullptr;
-      const long n = std::strtol(v, &end, 10);
-      if (*end == '\0' && n >= 0) return static_cast<int>(n);
-    }
-  }
-  return fallback;
-}
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 }  // namespace
 
 Session* currentSession() { return gSession.load(std::memory_order_acquire); }
 void setCurrentSession(Session* session) { gSession.store(session, std::memory_order_release); }
 
-Session::Session(const Config& config)
-    : config_(config), deviceMemory_(config.memory && acceleratorAvailable()), stats_(config.maxLayers) {
-  run_.rank = envInt("RANK", "OMPI_COMM_WORLD_RANK", 0);
-  run_.worldSize = envInt("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
-  run_.localRank = envInt("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", 0);
-  run_.node = hostName();
+Session::Session(const Config& config, const Topology& topology)
+    : config_(config),
+      topology_(topology),
+      deviceMemory_(config.memory && acceleratorAvailable()),
+      stats_(config.maxLayers),
+      window_(config.maxLayers) {
+  run_.rank = topology.rank;
+  run_.worldSize = topology.worldSize;
+  run_.localRank = topology.localRank;
+  run_.node = topology.node;
   run_.attnscopeVersion = version();
   run_.torchVersion = std::to_string(TORCH_VERSION_MAJOR) + "." +
                       std::to_string(TORCH_VERSION_MINOR) + "." +
                       std::to_string(TORCH_VERSION_PATCH);
   run_.sampleEvery = config.sampleEvery;
   run_.startUnixSeconds = unixNow();
+  windowStartNs_ = nowNs();
+}
+
+Session::~Session() = default;
+
+void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
+
+Window Session::takeWindow() {
+  Window w;
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  w.stats = std::move(window_);
+  window_ = StatsTable(config_.maxLayers);
+  for (const LayerStats& l : stats_.layers()) window_.layerId(l.name);  // keep the ids aligned
+  const int64_t now = nowNs();
+  w.steps = windowSteps_;
+  w.sampledSteps = windowSampledSteps_;
+  w.lastStep = run_.stepsSeen;
+  w.seconds = static_cast<double>(now - windowStartNs_) * 1e-9;
+  w.collectiveSeconds = static_cast<double>(collectiveNs_.exchange(0)) * 1e-9;
+  windowSteps_ = windowSampledSteps_ = 0;
+  windowStartNs_ = now;
+  return w;
+}
+
+bool Session::clusterReport(ClusterReport* out) {
+  if (!reporter_ || topology_.rank != 0) return false;
+  *out = reporter_->report();
+  return true;
 }
 
 void Session::begin() {
@@ -82,6 +95,12 @@ void Session::updateGlobalCallbacks(bool sampledStep) {
     at::removeCallback(backwardHandle_);
     backwardHandle_ = 0;
   }
+  if (sampledStep && collectiveHandle_ == 0) {
+    collectiveHandle_ = at::addGlobalCallback(Observer::collectiveCallback());
+  } else if (!sampledStep && collectiveHandle_ != 0) {
+    at::removeCallback(collectiveHandle_);
+    collectiveHandle_ = 0;
+  }
   const bool wantFused = config_.fusedOps && sampledStep;
   if (wantFused && fusedHandle_ == 0) {
     fusedHandle_ = at::addGlobalCallback(Observer::fusedOpCallback());
@@ -98,7 +117,11 @@ void Session::step(bool explicitCall) {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();
     ++run_.stepsSeen;
-    if (sampled_.load()) ++run_.stepsSampled;
+    ++windowSteps_;
+    if (sampled_.load()) {
+      ++run_.stepsSampled;
+      ++windowSampledSteps_;
+    }
   }
   {
     std::lock_guard<std::mutex> lock(linkMutex_);
@@ -114,6 +137,7 @@ void Session::step(bool explicitCall) {
 int32_t Session::layerId(const char* name) {
   std::lock_guard<std::mutex> lock(statsMutex_);
   const int32_t id = stats_.layerId(name);
+  if (id >= 0) window_.layerId(name);
   if (id < 0) {
     if (run_.droppedCalls++ == 0) {
       ATTNSCOPE_LOG(kWarn, "more than " << config_.maxLayers << " attention layer names (ATTNSCOPE_MAX_LAYERS); \""
@@ -131,6 +155,7 @@ void Session::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
   }
   std::lock_guard<std::mutex> lock(statsMutex_);
   stats_.add(record);
+  window_.add(record);
 }
 
 bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) {
@@ -155,7 +180,10 @@ void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount&
 }
 
 void Session::fold() {
-  for (const auto& [instance, record] : pendingBackward_) stats_.add(record);
+  for (const auto& [instance, record] : pendingBackward_) {
+    stats_.add(record);
+    window_.add(record);
+  }
   pendingBackward_.clear();
 }
 
@@ -178,8 +206,11 @@ void Session::finish() {
     std::lock_guard<std::mutex> lock(callbackMutex_);
     if (backwardHandle_ != 0) at::removeCallback(backwardHandle_);
     if (fusedHandle_ != 0) at::removeCallback(fusedHandle_);
-    backwardHandle_ = fusedHandle_ = 0;
+    if (collectiveHandle_ != 0) at::removeCallback(collectiveHandle_);
+    backwardHandle_ = fusedHandle_ = collectiveHandle_ = 0;
   }
+  // The last round (bounded by the round timeout) sees everything up to here.
+  if (reporter_) reporter_->stop();
   CpuAllocatorTracker::setEnabled(false);
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
@@ -189,10 +220,12 @@ void Session::finish() {
   }
   const RunInfo run = runInfo();
   const StatsTable stats = statistics();
+  ClusterReport cluster;
+  const bool haveCluster = clusterReport(&cluster);
   if (!config_.summaryJson.empty()) {
     const std::string path = config_.summaryPathForRank(run.rank);
     std::string error;
-    if (SummaryJson::write(path, run, stats, &error)) {
+    if (SummaryJson::write(path, run, stats, haveCluster ? &cluster : nullptr, &error)) {
       ATTNSCOPE_LOG(kDebug, "summary written to " << path);
     } else {
       ATTNSCOPE_LOG(kError, "summary not written: " << error);

@@ -10,7 +10,10 @@
 #include <ATen/record_function.h>
 
 #include "attnscope/collectors/MemoryAccount.h"
+#include "Reporter.h"
+#include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
+#include "attnscope/core/Topology.h"
 #include "attnscope/core/LinkTable.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
@@ -18,11 +21,22 @@
 namespace attnscope {
 namespace detail {
 
+// What one rank did between two reporting rounds.
+struct Window {
+  StatsTable stats;           // the window's calls only (same layer ids as the session's table)
+  uint64_t steps = 0;         // steps ended in the window
+  uint64_t sampledSteps = 0;
+  uint64_t lastStep = 0;      // steps ended since start
+  double seconds = 0;         // wall time covered
+  double collectiveSeconds = 0;  // time in the job's own collectives (sampled steps)
+};
+
 // One start()..stop() of the plugin on this rank: configuration, step and sampling state, the
 // forward→backward link table and the statistics. The observer's callbacks call into it.
 class Session {
  public:
-  explicit Session(const Config& config);
+  Session(const Config& config, const Topology& topology);
+  ~Session();
 
   const Config& config() const { return config_; }
   // Whether accelerator allocator reports are taken (ATTNSCOPE_MEMORY and a CUDA device).
@@ -59,12 +73,22 @@ class Session {
 
   StatsTable statistics();
   RunInfo runInfo();
+  const Topology& topology() const { return topology_; }
+
+  // Hands the finished window to the reporter and starts a new one (reporter thread).
+  Window takeWindow();
+  // Time the job's own collectives took (the collective observer, training or comm threads).
+  void addCollectiveTime(int64_t ns) { collectiveNs_.fetch_add(ns, std::memory_order_relaxed); }
+  // Rank 0's cross-rank picture, when a reporter runs.
+  bool clusterReport(ClusterReport* out);
+  void setReporter(std::unique_ptr<Reporter> reporter);
 
  private:
   void fold();  // statsMutex_ held
   void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
 
   const Config config_;
+  const Topology topology_;
   const bool deviceMemory_;
   std::atomic<bool> sampled_{true};
   std::atomic<bool> explicitSteps_{false};
@@ -75,12 +99,19 @@ class Session {
   std::mutex callbackMutex_;
   at::CallbackHandle backwardHandle_ = 0;
   at::CallbackHandle fusedHandle_ = 0;
+  at::CallbackHandle collectiveHandle_ = 0;
 
   std::mutex linkMutex_;
   LinkTable links_;
 
   std::mutex statsMutex_;
   StatsTable stats_;
+  StatsTable window_;
+  uint64_t windowSteps_ = 0;
+  uint64_t windowSampledSteps_ = 0;
+  int64_t windowStartNs_ = 0;
+  std::atomic<int64_t> collectiveNs_{0};
+  std::unique_ptr<Reporter> reporter_;
   std::unordered_map<uint64_t, CallRecord> pendingBackward_;
   RunInfo run_;
 };

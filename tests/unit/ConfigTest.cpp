@@ -96,9 +96,11 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
   std::set<std::string> names;
   for (const auto& v : Config::variables()) names.insert(v.name);
   // A new variable must come with tests of its own in this file.
-  const std::set<std::string> expected = {kEnvEnable,   kEnvSampleEvery, kEnvIntervalS,
-                                          kEnvLogLevel, kEnvSummaryJson, kEnvMemory,
-                                          kEnvFusedOps, kEnvMaxLayers};
+  const std::set<std::string> expected = {
+      kEnvEnable,      kEnvSampleEvery,       kEnvIntervalS,         kEnvLogLevel,
+      kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
+      kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
+      kEnvRoundTimeoutS, kEnvStorePort};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -127,6 +129,12 @@ TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
     EXPECT_EQ(parsed.memory, defaults.memory) << v.name;
     EXPECT_EQ(parsed.fusedOps, defaults.fusedOps) << v.name;
     EXPECT_EQ(parsed.maxLayers, defaults.maxLayers) << v.name;
+    EXPECT_EQ(parsed.aggregation, defaults.aggregation) << v.name;
+    EXPECT_EQ(parsed.stragglerThreshold, defaults.stragglerThreshold) << v.name;
+    EXPECT_EQ(parsed.stragglerWindows, defaults.stragglerWindows) << v.name;
+    EXPECT_EQ(parsed.hangSeconds, defaults.hangSeconds) << v.name;
+    EXPECT_EQ(parsed.roundTimeoutSeconds, defaults.roundTimeoutSeconds) << v.name;
+    EXPECT_EQ(parsed.storePort, defaults.storePort) << v.name;
   }
 }
 
@@ -246,6 +254,24 @@ TEST(ConfigParseTest, MaxLayers) {
   EXPECT_EQ(fromOne(kEnvMaxLayers, "65536").maxLayers, 65536);
 }
 
+TEST(ConfigParseTest, Aggregation) {
+  EXPECT_EQ(fromOne(kEnvAggregation, "gloo").aggregation, Aggregation::kGloo);
+  EXPECT_EQ(fromOne(kEnvAggregation, "MPI").aggregation, Aggregation::kMpi);
+  EXPECT_EQ(fromOne(kEnvAggregation, "nccl").aggregation, Aggregation::kNccl);
+  EXPECT_EQ(fromOne(kEnvAggregation, "local").aggregation, Aggregation::kLocal);
+  EXPECT_EQ(fromOne(kEnvAggregation, "none").aggregation, Aggregation::kNone);
+  EXPECT_EQ(fromOne(kEnvAggregation, "auto").aggregation, Aggregation::kAuto);
+  EXPECT_STREQ(aggregationName(Aggregation::kGloo), "gloo");
+}
+
+TEST(ConfigParseTest, StragglerSettings) {
+  EXPECT_DOUBLE_EQ(fromOne(kEnvStragglerThreshold, "1.5").stragglerThreshold, 1.5);
+  EXPECT_EQ(fromOne(kEnvStragglerWindows, "5").stragglerWindows, 5);
+  EXPECT_DOUBLE_EQ(fromOne(kEnvHangS, "60").hangSeconds, 60.0);
+  EXPECT_DOUBLE_EQ(fromOne(kEnvRoundTimeoutS, "2.5").roundTimeoutSeconds, 2.5);
+  EXPECT_EQ(fromOne(kEnvStorePort, "29600").storePort, 29600);
+}
+
 TEST(ConfigParseTest, SeveralVariablesAtOnce) {
   const Config config = Config::fromVariables({{kEnvEnable, "0"},
                                                {kEnvSampleEvery, "4"},
@@ -360,6 +386,60 @@ INSTANTIATE_TEST_SUITE_P(
                     "false, on, off, yes, no"},
         InvalidCase{"FusedOps_Empty", kEnvFusedOps, "",
                     msg(kEnvFusedOps, "", "is not a boolean", kBoolAllowed)},
+        // ATTNSCOPE_AGGREGATION (enum)
+        InvalidCase{"Aggregation_NotAllowedWord", kEnvAggregation, "tcp",
+                    "ATTNSCOPE_AGGREGATION=\"tcp\" is not an aggregation backend; allowed: one "
+                    "of auto, gloo, nccl, mpi, local, none"},
+        InvalidCase{"Aggregation_Empty", kEnvAggregation, "",
+                    "ATTNSCOPE_AGGREGATION=\"\" is not an aggregation backend; allowed: one of "
+                    "auto, gloo, nccl, mpi, local, none"},
+        // ATTNSCOPE_STRAGGLER_THRESHOLD (float 1.01..100)
+        InvalidCase{"StragglerThreshold_NotANumber", kEnvStragglerThreshold, "high",
+                    "ATTNSCOPE_STRAGGLER_THRESHOLD=\"high\" is not a number; allowed: a number "
+                    "from 1.01 to 100"},
+        InvalidCase{"StragglerThreshold_OutOfRangeLow", kEnvStragglerThreshold, "1",
+                    "ATTNSCOPE_STRAGGLER_THRESHOLD=\"1\" is out of range; allowed: a number "
+                    "from 1.01 to 100"},
+        InvalidCase{"StragglerThreshold_OutOfRangeHigh", kEnvStragglerThreshold, "101",
+                    "ATTNSCOPE_STRAGGLER_THRESHOLD=\"101\" is out of range; allowed: a number "
+                    "from 1.01 to 100"},
+        InvalidCase{"StragglerThreshold_Empty", kEnvStragglerThreshold, "",
+                    "ATTNSCOPE_STRAGGLER_THRESHOLD=\"\" is empty; allowed: a number from 1.01 "
+                    "to 100"},
+        // ATTNSCOPE_STRAGGLER_WINDOWS (int 1..1000)
+        InvalidCase{"StragglerWindows_NotAnInteger", kEnvStragglerWindows, "three",
+                    "ATTNSCOPE_STRAGGLER_WINDOWS=\"three\" is not an integer; allowed: an "
+                    "integer from 1 to 1000"},
+        InvalidCase{"StragglerWindows_OutOfRangeLow", kEnvStragglerWindows, "0",
+                    "ATTNSCOPE_STRAGGLER_WINDOWS=\"0\" is out of range; allowed: an integer "
+                    "from 1 to 1000"},
+        InvalidCase{"StragglerWindows_OutOfRangeHigh", kEnvStragglerWindows, "1001",
+                    "ATTNSCOPE_STRAGGLER_WINDOWS=\"1001\" is out of range; allowed: an integer "
+                    "from 1 to 1000"},
+        // ATTNSCOPE_HANG_S (float 1..86400)
+        InvalidCase{"HangS_NotANumber", kEnvHangS, "long",
+                    "ATTNSCOPE_HANG_S=\"long\" is not a number; allowed: a number from 1 to "
+                    "86400"},
+        InvalidCase{"HangS_OutOfRangeLow", kEnvHangS, "0.5",
+                    "ATTNSCOPE_HANG_S=\"0.5\" is out of range; allowed: a number from 1 to "
+                    "86400"},
+        InvalidCase{"HangS_OutOfRangeHigh", kEnvHangS, "90000",
+                    "ATTNSCOPE_HANG_S=\"90000\" is out of range; allowed: a number from 1 to "
+                    "86400"},
+        // ATTNSCOPE_ROUND_TIMEOUT_S (float 1..3600)
+        InvalidCase{"RoundTimeoutS_NotANumber", kEnvRoundTimeoutS, "5s",
+                    "ATTNSCOPE_ROUND_TIMEOUT_S=\"5s\" is not a number; allowed: a number from 1 "
+                    "to 3600"},
+        InvalidCase{"RoundTimeoutS_OutOfRangeLow", kEnvRoundTimeoutS, "0",
+                    "ATTNSCOPE_ROUND_TIMEOUT_S=\"0\" is out of range; allowed: a number from 1 "
+                    "to 3600"},
+        // ATTNSCOPE_STORE_PORT (int 0..65535)
+        InvalidCase{"StorePort_NotAnInteger", kEnvStorePort, "http",
+                    "ATTNSCOPE_STORE_PORT=\"http\" is not an integer; allowed: an integer from 0 "
+                    "to 65535"},
+        InvalidCase{"StorePort_OutOfRangeHigh", kEnvStorePort, "65536",
+                    "ATTNSCOPE_STORE_PORT=\"65536\" is out of range; allowed: an integer from 0 "
+                    "to 65535"},
         // ATTNSCOPE_MAX_LAYERS (int 1..65536)
         InvalidCase{"MaxLayers_NotAnInteger", kEnvMaxLayers, "many",
                     "ATTNSCOPE_MAX_LAYERS=\"many\" is not an integer; allowed: an integer from 1 "

@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Export.h"
 #include "attnscope/core/RunInfo.h"
@@ -46,6 +47,9 @@ ATTNSCOPE_API StatsTable statistics();
 ATTNSCOPE_API RunInfo runInfo();
 // The summary JSON document for this rank so far (the same text stop() writes).
 ATTNSCOPE_API std::string summaryJson();
+// Rank 0's cross-rank picture so far (aggregation, per-rank scores, stragglers, hangs, missing
+// ranks, every rank's statistics merged). False on other ranks and when not running.
+ATTNSCOPE_API bool clusterReport(ClusterReport* out);
 
 // Marks one attention call. Every aten op that runs on this thread while the scope is open is
 // timed and classified, its autograd nodes are attributed to the same layer in backward, and

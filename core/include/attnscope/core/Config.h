@@ -19,6 +19,23 @@ constexpr char kEnvSummaryJson[] = "ATTNSCOPE_SUMMARY_JSON";
 constexpr char kEnvMemory[] = "ATTNSCOPE_MEMORY";
 constexpr char kEnvFusedOps[] = "ATTNSCOPE_FUSED_OPS";
 constexpr char kEnvMaxLayers[] = "ATTNSCOPE_MAX_LAYERS";
+constexpr char kEnvAggregation[] = "ATTNSCOPE_AGGREGATION";
+constexpr char kEnvStragglerThreshold[] = "ATTNSCOPE_STRAGGLER_THRESHOLD";
+constexpr char kEnvStragglerWindows[] = "ATTNSCOPE_STRAGGLER_WINDOWS";
+constexpr char kEnvHangS[] = "ATTNSCOPE_HANG_S";
+constexpr char kEnvRoundTimeoutS[] = "ATTNSCOPE_ROUND_TIMEOUT_S";
+constexpr char kEnvStorePort[] = "ATTNSCOPE_STORE_PORT";
+
+// How ranks' figures come together (docs/AGGREGATION.md).
+enum class Aggregation : uint8_t {
+  kAuto,   // local for a world of one, gloo otherwise
+  kGloo,   // a dedicated c10d ProcessGroupGloo on the job's store
+  kNccl,   // a dedicated c10d ProcessGroupNCCL (builds with CUDA LibTorch)
+  kMpi,    // MPI on a duplicated communicator
+  kLocal,  // a world of one: this rank is the cluster
+  kNone,   // per-rank figures only
+};
+ATTNSCOPE_API const char* aggregationName(Aggregation a);
 
 // Everything attnscope can be told. Fill it from code, from the environment, or both
 // (fromEnvironment() starts from the defaults below and applies every ATTNSCOPE_* variable).
@@ -39,6 +56,18 @@ struct ATTNSCOPE_API Config {
   bool fusedOps = false;
   // Upper bound on distinct layer names; keeps per-rank state bounded.
   int64_t maxLayers = 1024;
+  Aggregation aggregation = Aggregation::kAuto;
+  // A rank is a straggler when its attention time per step stays above threshold × the median
+  // for `stragglerWindows` consecutive windows.
+  double stragglerThreshold = 1.2;
+  int64_t stragglerWindows = 3;
+  // A rank whose step counter stands still this long while others move is reported hung.
+  double hangSeconds = 300;
+  // Longest an aggregation round (or the group's set-up) may take before the rank gives up on it.
+  double roundTimeoutSeconds = 30;
+  // Port of attnscope's own TCPStore when the program hands none in and torchrun's agent store is
+  // not available (rank 0 serves it). 0: MASTER_PORT + 1.
+  int64_t storePort = 0;
 
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.

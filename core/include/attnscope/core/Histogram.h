@@ -38,6 +38,10 @@ class ATTNSCOPE_API LogHistogram {
   double mean() const { return count_ ? sum_ / static_cast<double>(count_) : 0.0; }
   const std::array<uint64_t, kNumBuckets>& buckets() const { return buckets_; }
 
+  // Rebuilds a histogram from bucket counts and a sum (as produced by a cross-rank all-reduce);
+  // min and max become the edges of the outermost non-empty buckets.
+  static LogHistogram fromBuckets(const double* counts, double sum);
+
   static int bucketIndex(double value);
   static double bucketLower(int index);
   static double bucketUpper(int index) { return bucketLower(index + 1); }

@@ -74,6 +74,19 @@ class ATTNSCOPE_API StatsTable {
   void clear();
 
   const std::vector<LayerStats>& layers() const { return layers_; }
+  std::vector<std::string> layerNames() const;
+  // FNV-1a of the layer names in registration order: ranks whose checksums and layer counts
+  // agree lay out flatten() identically.
+  uint32_t layersChecksum() const;
+
+  // A fixed layout of every summable figure, for a cross-rank all-reduce (sum): per layer, per
+  // phase, per cell (the whole call, then each op kind): count, seconds sum, ops, bytes, then the
+  // histogram's bucket counts. Peaks and exact min/max do not sum and are left out.
+  static constexpr size_t kCellDoubles = 4 + LogHistogram::kNumBuckets;
+  static constexpr size_t kCellsPerLayer = kNumPhases * (1 + kNumOpKinds);
+  std::vector<double> flatten() const;
+  // The inverse for summed vectors: a table with these layer names and the summed figures.
+  static StatsTable fromFlat(const std::vector<std::string>& names, const std::vector<double>& flat);
   // Calls of unknown layers (beyond maxLayers) that were counted but not recorded.
   uint64_t droppedCalls() const { return droppedCalls_; }
 

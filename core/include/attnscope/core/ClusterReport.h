@@ -1,0 +1,40 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnscope/core/StatsTable.h"
+#include "attnscope/core/StragglerDetector.h"
+
+namespace attnscope {
+
+// A straggler episode: from the round a rank became a straggler to the last round it still was.
+struct StragglerFinding {
+  int32_t rank = -1;
+  uint64_t firstRound = 0;
+  uint64_t lastRound = 0;
+  double maxScore = 0;
+  std::string layer;   // attribution, when the rank reported one
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  double share = 0;
+  std::string description;  // the log line
+};
+
+// What rank 0 knows about the whole job: written into its summary JSON ("cluster" section) and
+// handed to exporters after each round.
+struct ClusterReport {
+  std::string aggregation;        // backend name, or "none"
+  bool degraded = false;          // collectives failed; heartbeats through the store since
+  uint64_t rounds = 0;
+  uint64_t roundErrors = 0;
+  std::string lastError;
+  bool layersAgree = true;        // ranks registered the same layer names (needed to merge)
+  ClusterRound last;              // the last round's picture
+  std::vector<StragglerFinding> stragglers;
+  std::vector<StragglerFinding> hangs;
+  StatsTable stats;               // every rank's windows summed (sampled calls of all ranks)
+};
+
+}  // namespace attnscope

@@ -1,0 +1,105 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attnscope/core/Export.h"
+#include "attnscope/core/OpKind.h"
+
+namespace attnscope {
+
+// What one rank reports about one window (the time between two reporting rounds). A few scalars,
+// gathered from every rank each round; the layout is fixed (toVector/fromVector) so that the
+// all-gather's size never depends on the model.
+struct RankWindow {
+  int32_t rank = -1;
+  bool present = false;              // false: the rank did not answer this round
+  uint64_t lastStep = 0;             // steps ended so far on the rank
+  uint32_t steps = 0;                // steps ended in this window
+  uint32_t sampledSteps = 0;         // of which sampled
+  double windowSeconds = 0;          // wall time the window covers
+  double forwardSeconds = 0;         // attention forward (+ recompute) time per sampled step
+  double backwardSeconds = 0;        // attention backward time per sampled step
+  double stepSeconds = 0;            // mean step time in the window (0 when no step ended)
+  int64_t peakBytes = 0;             // largest attention peak in the window
+  double collectiveWaitSeconds = 0;  // time in the job's own collectives per step
+  uint32_t layersChecksum = 0;       // of the layer names in registration order
+  uint32_t numLayers = 0;
+  // The rank's own attribution of its excess over the cluster mean (previous window): the
+  // (layer, phase, op kind) cell with the largest excess, and its share of the summed excess.
+  int32_t topLayer = -1;
+  Phase topPhase = Phase::kForward;
+  OpKind topKind = OpKind::kOther;
+  double topShare = 0;
+
+  double attentionSeconds() const { return forwardSeconds + backwardSeconds; }
+
+  static constexpr size_t kVectorSize = 18;
+  std::vector<double> toVector() const;
+  static RankWindow fromVector(const double* v);  // kVectorSize values
+};
+
+struct StragglerOptions {
+  double threshold = 1.2;     // ATTNSCOPE_STRAGGLER_THRESHOLD
+  int windows = 3;            // ATTNSCOPE_STRAGGLER_WINDOWS
+  double hangSeconds = 300;   // ATTNSCOPE_HANG_S
+};
+
+// The cross-rank picture after one round.
+struct RankStatus {
+  int32_t rank = -1;
+  bool present = false;
+  bool missing = false;        // absent for this round (and since missingSinceRound)
+  uint64_t missingSinceRound = 0;
+  double score = 0;            // attention time per sampled step / median over present ranks
+  int consecutive = 0;         // consecutive windows with score > threshold
+  bool straggler = false;      // consecutive >= windows
+  bool hung = false;           // step counter still while others moved for >= hangSeconds
+  double stalledSeconds = 0;   // how long its step counter has not moved
+  uint64_t lastStep = 0;
+  RankWindow window;           // the last report received from it
+};
+
+struct ClusterRound {
+  uint64_t round = 0;
+  double timeSeconds = 0;          // when the round ran (the caller's clock)
+  int presentRanks = 0;
+  int expectedRanks = 0;
+  double medianAttentionSeconds = 0;
+  std::vector<RankStatus> ranks;   // indexed by rank
+  std::vector<int32_t> stragglers;
+  std::vector<int32_t> hung;
+  std::vector<int32_t> missing;
+};
+
+// Decides which ranks are slow, hung or missing from the rounds' RankWindows. Plain C++, no
+// LibTorch; rank 0 (and every rank that wants to) feeds it each round's gathered windows.
+//
+// Score of a rank for a window: its attention time per sampled step over the median of the present
+// ranks that sampled a step in the window. A rank is a straggler once its score exceeded the
+// threshold in `windows` consecutive windows in which it sampled; a window without a sampled step
+// leaves its count as it was; a window at or below the threshold resets it.
+// Hung: a present rank whose lastStep has not changed for >= hangSeconds while at least one other
+// present rank's lastStep changed in that time.
+class ATTNSCOPE_API StragglerDetector {
+ public:
+  StragglerDetector(int worldSize, StragglerOptions options);
+
+  // windows[i] is rank i's report (present=false when it did not answer). nowSeconds: a
+  // monotonic clock of the caller. Returns the round's picture (also kept as last()).
+  const ClusterRound& update(const std::vector<RankWindow>& windows, double nowSeconds);
+  const ClusterRound& last() const { return last_; }
+
+  // "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of the
+  // excess". layerNames resolves topLayer (an empty or short vector prints "layer <id>").
+  static std::string describe(const RankStatus& status, const std::vector<std::string>& layerNames);
+
+ private:
+  int worldSize_;
+  StragglerOptions options_;
+  ClusterRound last_;
+  std::vector<double> lastStepChange_;  // per rank: when lastStep last changed (caller's clock)
+};
+
+}  // namespace attnscope

@@ -1,0 +1,302 @@
+#include "Reporter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "Observer.h"
+#include "Session.h"
+#include "attnscope/core/Log.h"
+
+namespace attnscope {
+namespace detail {
+namespace {
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double monotonicNow() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::vector<uint8_t> toBytes(const std::vector<double>& v) {
+  std::vector<uint8_t> bytes(v.size() * sizeof(double));
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+std::vector<uint8_t> toBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+// This rank's scalars for the window, with its attribution of the previous window's excess.
+RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
+  RankWindow r;
+  r.rank = rank;
+  r.present = true;
+  r.lastStep = w.lastStep;
+  r.steps = static_cast<uint32_t>(w.steps);
+  r.sampledSteps = static_cast<uint32_t>(w.sampledSteps);
+  r.windowSeconds = w.seconds;
+  r.stepSeconds = w.steps > 0 ? w.seconds / static_cast<double>(w.steps) : 0;
+  double forward = 0, backward = 0;
+  for (const LayerStats& layer : w.stats.layers()) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      const PhaseStats* phase = layer.phases[p].get();
+      if (phase == nullptr) continue;
+      (p == static_cast<int>(Phase::kBackward) ? backward : forward) += phase->call.seconds.sum();
+      r.peakBytes = std::max(r.peakBytes, phase->call.peak);
+    }
+  }
+  if (w.sampledSteps > 0) {
+    r.forwardSeconds = forward / static_cast<double>(w.sampledSteps);
+    r.backwardSeconds = backward / static_cast<double>(w.sampledSteps);
+    r.collectiveWaitSeconds = w.collectiveSeconds / static_cast<double>(w.sampledSteps);
+  }
+  r.layersChecksum = w.stats.layersChecksum();
+  r.numLayers = static_cast<uint32_t>(w.stats.layers().size());
+  r.topLayer = attribution.layer;
+  r.topPhase = attribution.phase;
+  r.topKind = attribution.kind;
+  r.topShare = attribution.share;
+  return r;
+}
+
+}  // namespace
+
+Reporter::Reporter(Session& session, const Config& config, const Topology& topology,
+                   StoreSource source)
+    : session_(session), config_(config), topology_(topology), source_(std::move(source)) {
+  if (topology_.rank == 0) {
+    StragglerOptions options;
+    options.threshold = config.stragglerThreshold;
+    options.windows = static_cast<int>(config.stragglerWindows);
+    options.hangSeconds = config.hangSeconds;
+    detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, options);
+  }
+  report_.aggregation = aggregationName(config.aggregation);
+  thread_ = std::thread([this] { run(); });
+}
+
+Reporter::~Reporter() { stop(); }
+
+void Reporter::stop() {
+  {
+    std::lock_guard<std::mutex> lock(wakeMutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (heartbeatThread_.joinable()) heartbeatThread_.join();
+}
+
+ClusterReport Reporter::report() {
+  std::lock_guard<std::mutex> lock(reportMutex_);
+  return report_;
+}
+
+void Reporter::fail(const std::string& error) {
+  std::lock_guard<std::mutex> lock(reportMutex_);
+  ++report_.roundErrors;
+  if (!report_.degraded) {
+    ATTNSCOPE_LOG(kError, "aggregation failed, continuing without collectives: " << error);
+  }
+  report_.degraded = true;
+  report_.lastError = error;
+}
+
+void Reporter::run() {
+  Observer::markInternalThread();
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
+  std::string error;
+  aggregator_ = createAggregator(config_.aggregation, topology_, source_, timeout,
+                                 static_cast<int>(config_.storePort), &error);
+  {
+    std::lock_guard<std::mutex> lock(reportMutex_);
+    report_.aggregation = aggregator_ ? aggregator_->name() : "none";
+    if (!aggregator_ && config_.aggregation != Aggregation::kNone) {
+      report_.lastError = error;
+      ++report_.roundErrors;
+      ATTNSCOPE_LOG(kError, "aggregation (" << aggregationName(config_.aggregation)
+                                           << ") unavailable, per-rank figures only: " << error);
+    }
+  }
+  if (aggregator_ && aggregator_->store() != nullptr) {
+    store_ = aggregator_->store();
+    heartbeatThread_ = std::thread([this] { heartbeats(); });
+  }
+  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
+  while (true) {
+    bool last = false;
+    {
+      std::unique_lock<std::mutex> lock(wakeMutex_);
+      wake_.wait_for(lock, interval, [this] { return stopping_; });
+      last = stopping_;
+    }
+    try {
+      round();
+    } catch (const std::exception& e) {
+      fail(std::string("round: ") + e.what());
+    }
+    if (last) break;
+  }
+  aggregator_.reset();  // MPI finalises here, on the thread that initialised it
+}
+
+void Reporter::heartbeats() {
+  Observer::markInternalThread();
+  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
+  const std::string key = "hb/" + std::to_string(topology_.rank);
+  bool warned = false;
+  while (true) {
+    try {
+      store_->set(key, toBytes(std::to_string(unixNow())));
+    } catch (const std::exception& e) {
+      if (!warned) ATTNSCOPE_LOG(kWarn, "heartbeat to the store failed: " << e.what());
+      warned = true;
+    }
+    std::unique_lock<std::mutex> lock(wakeMutex_);
+    if (wake_.wait_for(lock, interval, [this] { return stopping_; })) return;
+  }
+}
+
+void Reporter::round() {
+  Window w = session_.takeWindow();
+  const RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
+  if (!aggregator_) return;
+  if (!aggregator_->healthy()) {
+    roundDegraded(mine);
+    return;
+  }
+  std::string error;
+  std::vector<double> all;
+  if (!aggregator_->allGather(mine.toVector(), &all, &error)) {
+    fail(error);
+    roundDegraded(mine);
+    return;
+  }
+  std::vector<RankWindow> windows;
+  uint64_t clusterSampled = 0;
+  bool agree = true;
+  for (int r = 0; r < topology_.worldSize; ++r) {
+    windows.push_back(RankWindow::fromVector(all.data() + r * RankWindow::kVectorSize));
+    windows.back().present = true;
+    clusterSampled += windows.back().sampledSteps;
+    agree = agree && windows.back().numLayers == mine.numLayers &&
+            windows.back().layersChecksum == mine.layersChecksum;
+  }
+  const std::vector<std::string> names = w.stats.layerNames();
+  if (agree && mine.numLayers > 0) {
+    std::vector<double> flat = w.stats.flatten();
+    if (!aggregator_->allReduceSum(&flat, &error)) {
+      fail(error);
+      roundDegraded(mine);
+      return;
+    }
+    const StatsTable cluster = StatsTable::fromFlat(names, flat);
+    pendingAttribution_ = attributeExcess(w.stats, w.sampledSteps, cluster, clusterSampled);
+    std::lock_guard<std::mutex> lock(reportMutex_);
+    report_.stats.merge(cluster);
+  } else if (!agree) {
+    std::lock_guard<std::mutex> lock(reportMutex_);
+    if (report_.layersAgree) {
+      ATTNSCOPE_LOG(kWarn, "ranks registered different attention layer names; cross-rank "
+                           "statistics are not merged (straggler detection goes on)");
+    }
+    report_.layersAgree = false;
+  }
+  conclude(windows, names);
+}
+
+void Reporter::roundDegraded(RankWindow mine) {
+  if (store_ == nullptr) return;
+  try {
+    store_->set("w/" + std::to_string(topology_.rank), toBytes(mine.toVector()));
+    if (topology_.rank != 0) return;
+    // A rank is alive when its heartbeat is younger than two intervals.
+    const double now = unixNow();
+    std::vector<RankWindow> windows(topology_.worldSize);
+    for (int r = 0; r < topology_.worldSize; ++r) {
+      const std::string hb = "hb/" + std::to_string(r), wk = "w/" + std::to_string(r);
+      if (!store_->check({hb})) continue;
+      const std::vector<uint8_t> hbBytes = store_->get(hb);
+      const double beat = std::stod(std::string(hbBytes.begin(), hbBytes.end()));
+      if (now - beat > 2 * config_.intervalSeconds + 0.5) continue;
+      if (r == topology_.rank) {
+        windows[r] = mine;
+      } else if (store_->check({wk})) {
+        const std::vector<uint8_t> bytes = store_->get(wk);
+        if (bytes.size() != RankWindow::kVectorSize * sizeof(double)) continue;
+        std::vector<double> v(RankWindow::kVectorSize);
+        std::memcpy(v.data(), bytes.data(), bytes.size());
+        windows[r] = RankWindow::fromVector(v.data());
+      } else {
+        windows[r].rank = r;
+      }
+      windows[r].present = true;
+    }
+    conclude(windows, session_.statistics().layerNames());
+  } catch (const std::exception& e) {
+    fail(std::string("store unreachable: ") + e.what());
+    store_ = nullptr;
+  }
+}
+
+void Reporter::conclude(const std::vector<RankWindow>& windows,
+                        const std::vector<std::string>& names) {
+  if (!detector_) return;
+  const ClusterRound& r = detector_->update(windows, monotonicNow());
+  std::lock_guard<std::mutex> lock(reportMutex_);
+  report_.rounds = r.round;
+  report_.last = r;
+  for (const RankStatus& s : r.ranks) {
+    // Straggler episodes: logged when they begin, extended while they last.
+    StragglerFinding* open = nullptr;
+    for (StragglerFinding& f : report_.stragglers) {
+      if (f.rank == s.rank && f.lastRound + 1 == r.round) open = &f;
+    }
+    if (s.straggler) {
+      if (open == nullptr) {
+        report_.stragglers.emplace_back();
+        open = &report_.stragglers.back();
+        open->rank = s.rank;
+        open->firstRound = r.round;
+        ATTNSCOPE_LOG(kWarn, StragglerDetector::describe(s, names));
+      }
+      open->lastRound = r.round;
+      open->maxScore = std::max(open->maxScore, s.score);
+      if (s.window.topLayer >= 0) {
+        open->layer = static_cast<size_t>(s.window.topLayer) < names.size()
+                          ? names[s.window.topLayer]
+                          : "layer " + std::to_string(s.window.topLayer);
+        open->phase = s.window.topPhase;
+        open->kind = s.window.topKind;
+        open->share = s.window.topShare;
+      }
+      open->description = StragglerDetector::describe(s, names);
+    } else if (open != nullptr) {
+      ATTNSCOPE_LOG(kInfo, "rank " << s.rank << " is no longer a straggler");
+    }
+    // Hangs and missing ranks: logged once per episode.
+    StragglerFinding* hang = nullptr;
+    for (StragglerFinding& f : report_.hangs) {
+      if (f.rank == s.rank && f.lastRound + 1 == r.round) hang = &f;
+    }
+    if (s.hung || s.missing) {
+      if (hang == nullptr) {
+        report_.hangs.emplace_back();
+        hang = &report_.hangs.back();
+        hang->rank = s.rank;
+        hang->firstRound = r.round;
+        ATTNSCOPE_LOG(kWarn, StragglerDetector::describe(s, names));
+      }
+      hang->lastRound = r.round;
+      hang->description = StragglerDetector::describe(s, names);
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace attnscope

@@ -1,0 +1,67 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "Aggregator.h"
+#include "attnscope/core/Attribution.h"
+#include "attnscope/core/ClusterReport.h"
+#include "attnscope/core/Config.h"
+#include "attnscope/core/StragglerDetector.h"
+#include "attnscope/core/Topology.h"
+
+namespace attnscope {
+namespace detail {
+
+class Session;
+
+// The reporter thread of one rank: every ATTNSCOPE_INTERVAL_S it takes the finished window from
+// the session and runs one aggregation round (all-gather of each rank's RankWindow, all-reduce of
+// the window's statistics), then rank 0 updates the straggler detector and the ClusterReport.
+// A second thread writes this rank's heartbeat to the store every interval, so that when the
+// collectives fail (a rank died) the others still see who is alive. The training thread never
+// waits for either.
+class Reporter {
+ public:
+  Reporter(Session& session, const Config& config, const Topology& topology, StoreSource store);
+  ~Reporter();
+  // Runs a last round (bounded by the round timeout) and joins the threads.
+  void stop();
+  ClusterReport report();
+
+ private:
+  void run();
+  void heartbeats();
+  void round();
+  void roundDegraded(RankWindow mine);
+  void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
+  void fail(const std::string& error);
+
+  Session& session_;
+  const Config config_;
+  const Topology topology_;
+  StoreSource source_;
+  std::unique_ptr<Aggregator> aggregator_;
+  bool setupTried_ = false;
+  c10d::Store* store_ = nullptr;  // the aggregator's store (gloo), for heartbeats
+  std::unique_ptr<StragglerDetector> detector_;
+  Attribution pendingAttribution_;
+  std::vector<double> lastHeartbeat_;  // rank 0, degraded: last heartbeat value seen per rank
+
+  std::mutex reportMutex_;
+  ClusterReport report_;
+
+  std::mutex wakeMutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::atomic<bool> storeReady_{false};
+  std::thread thread_;
+  std::thread heartbeatThread_;
+};
+
+}  // namespace detail
+}  // namespace attnscope

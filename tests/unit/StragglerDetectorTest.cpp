@@ -1,0 +1,386 @@
+#include "attnscope/core/StragglerDetector.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace attnscope {
+namespace {
+
+// A present rank's report: `attention` seconds per sampled step, split 1:2 forward/backward.
+RankWindow window(int32_t rank, double attention, uint64_t lastStep = 0, uint32_t sampledSteps = 1) {
+  RankWindow w;
+  w.rank = rank;
+  w.present = true;
+  w.lastStep = lastStep;
+  w.steps = sampledSteps;
+  w.sampledSteps = sampledSteps;
+  w.windowSeconds = 10;
+  w.forwardSeconds = attention / 3;
+  w.backwardSeconds = attention - w.forwardSeconds;
+  return w;
+}
+
+RankWindow absent(int32_t rank) {
+  RankWindow w;
+  w.rank = rank;
+  return w;
+}
+
+// `n` ranks at 1.0s, except `slow` at `slowAttention`.
+std::vector<RankWindow> roundOf(int n, int slow, double slowAttention, uint32_t slowSampled = 1) {
+  std::vector<RankWindow> v;
+  for (int r = 0; r < n; ++r) {
+    v.push_back(r == slow ? window(r, slowAttention, 0, slowSampled) : window(r, 1.0));
+  }
+  return v;
+}
+
+void expectSameWindow(const RankWindow& a, const RankWindow& b) {
+  EXPECT_EQ(a.rank, b.rank);
+  EXPECT_EQ(a.present, b.present);
+  EXPECT_EQ(a.lastStep, b.lastStep);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.sampledSteps, b.sampledSteps);
+  EXPECT_EQ(a.windowSeconds, b.windowSeconds);
+  EXPECT_EQ(a.forwardSeconds, b.forwardSeconds);
+  EXPECT_EQ(a.backwardSeconds, b.backwardSeconds);
+  EXPECT_EQ(a.stepSeconds, b.stepSeconds);
+  EXPECT_EQ(a.peakBytes, b.peakBytes);
+  EXPECT_EQ(a.collectiveWaitSeconds, b.collectiveWaitSeconds);
+  EXPECT_EQ(a.layersChecksum, b.layersChecksum);
+  EXPECT_EQ(a.numLayers, b.numLayers);
+  EXPECT_EQ(a.topLayer, b.topLayer);
+  EXPECT_EQ(a.topPhase, b.topPhase);
+  EXPECT_EQ(a.topKind, b.topKind);
+  EXPECT_EQ(a.topShare, b.topShare);
+}
+
+TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
+  RankWindow w;
+  w.rank = 7;
+  w.present = true;
+  w.lastStep = (uint64_t{1} << 53) - 1;
+  w.steps = 40;
+  w.sampledSteps = 4;
+  w.windowSeconds = 30.25;
+  w.forwardSeconds = 0.0123;
+  w.backwardSeconds = 0.0456;
+  w.stepSeconds = 0.75;
+  w.peakBytes = int64_t{3} << 40;
+  w.collectiveWaitSeconds = 0.002;
+  w.layersChecksum = 0xDEADBEEFu;
+  w.numLayers = 48;
+  w.topLayer = 17;
+  w.topPhase = Phase::kRecompute;
+  w.topKind = OpKind::kContextMatmul;
+  w.topShare = 0.61;
+  const std::vector<double> v = w.toVector();
+  ASSERT_EQ(v.size(), RankWindow::kVectorSize);
+  EXPECT_EQ(v[0], 7.0);  // declaration order: rank first
+  EXPECT_EQ(v[1], 1.0);  // present as 1
+  EXPECT_EQ(v[14], 2.0);  // topPhase as its integer value
+  EXPECT_EQ(v[15], static_cast<double>(static_cast<int>(OpKind::kContextMatmul)));
+  expectSameWindow(RankWindow::fromVector(v.data()), w);
+
+  const RankWindow defaults;
+  const std::vector<double> d = defaults.toVector();
+  ASSERT_EQ(d.size(), RankWindow::kVectorSize);
+  EXPECT_EQ(d[1], 0.0);
+  expectSameWindow(RankWindow::fromVector(d.data()), defaults);
+}
+
+TEST(StragglerDetectorTest, MedianOfAnOddCount) {
+  StragglerDetector d(3, StragglerOptions{});
+  const ClusterRound& c = d.update({window(0, 1.0), window(1, 2.0), window(2, 10.0)}, 0);
+  EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.0);
+  EXPECT_DOUBLE_EQ(c.ranks[0].score, 0.5);
+  EXPECT_DOUBLE_EQ(c.ranks[2].score, 5.0);
+}
+
+TEST(StragglerDetectorTest, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
+  StragglerDetector d(4, StragglerOptions{});
+  const ClusterRound& c =
+      d.update({window(0, 10.0), window(1, 2.0), window(2, 1.0), window(3, 3.0)}, 0);
+  EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.5);
+  EXPECT_DOUBLE_EQ(c.ranks[0].score, 4.0);
+}
+
+TEST(StragglerDetectorTest, MedianSkipsAbsentAndUnsampledRanks) {
+  StragglerDetector d(5, StragglerOptions{});
+  RankWindow gone = window(3, 100.0);
+  gone.present = false;
+  const ClusterRound& c = d.update(
+      {window(0, 1.0), window(1, 2.0), window(2, 3.0), gone, window(4, 100.0, 0, /*sampled=*/0)}, 0);
+  EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.0);  // over 1, 2, 3 only
+  EXPECT_EQ(c.presentRanks, 4);
+  EXPECT_EQ(c.expectedRanks, 5);
+  EXPECT_DOUBLE_EQ(c.ranks[2].score, 1.5);
+  EXPECT_EQ(c.ranks[4].score, 0.0);  // no sampled step: no score
+  EXPECT_EQ(c.ranks[3].score, 0.0);
+}
+
+TEST(StragglerDetectorTest, ZeroMedianGivesZeroScores) {
+  StragglerDetector d(3, StragglerOptions{});
+  const ClusterRound& c = d.update({window(0, 0.0), window(1, 0.0), window(2, 5.0)}, 0);
+  EXPECT_EQ(c.medianAttentionSeconds, 0.0);
+  EXPECT_EQ(c.ranks[2].score, 0.0);
+  EXPECT_EQ(c.ranks[2].consecutive, 0);
+}
+
+TEST(StragglerDetectorTest, BecomesAStragglerExactlyOnTheThirdSlowWindow) {
+  StragglerOptions o;
+  o.threshold = 1.2;
+  o.windows = 3;
+  StragglerDetector d(4, o);
+  for (int i = 1; i <= 2; ++i) {
+    const ClusterRound& c = d.update(roundOf(4, 2, 1.5), i);
+    EXPECT_DOUBLE_EQ(c.ranks[2].score, 1.5);
+    EXPECT_EQ(c.ranks[2].consecutive, i);
+    EXPECT_FALSE(c.ranks[2].straggler) << "window " << i;
+    EXPECT_TRUE(c.stragglers.empty());
+  }
+  const ClusterRound& c = d.update(roundOf(4, 2, 1.5), 3);
+  EXPECT_EQ(c.round, 3u);
+  EXPECT_EQ(c.ranks[2].consecutive, 3);
+  EXPECT_TRUE(c.ranks[2].straggler);
+  EXPECT_EQ(c.stragglers, std::vector<int32_t>{2});
+  for (int r : {0, 1, 3}) EXPECT_FALSE(c.ranks[r].straggler);
+  EXPECT_EQ(&d.last(), &c);
+}
+
+TEST(StragglerDetectorTest, AWindowAtOrBelowTheThresholdResetsTheCount) {
+  StragglerDetector d(4, StragglerOptions{});
+  d.update(roundOf(4, 1, 1.5), 1);
+  d.update(roundOf(4, 1, 1.5), 2);
+  EXPECT_EQ(d.update(roundOf(4, 1, 1.1), 3).ranks[1].consecutive, 0);
+  const ClusterRound& c = d.update(roundOf(4, 1, 1.5), 4);
+  EXPECT_EQ(c.ranks[1].consecutive, 1);
+  EXPECT_FALSE(c.ranks[1].straggler);
+  d.update(roundOf(4, 1, 1.5), 5);
+  EXPECT_EQ(d.update(roundOf(4, 1, 1.2), 6).ranks[1].consecutive, 0);  // exactly at: resets too
+  d.update(roundOf(4, 1, 1.5), 7);
+  d.update(roundOf(4, 1, 1.5), 8);
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.5), 9).ranks[1].straggler);
+  const ClusterRound& back = d.update(roundOf(4, 1, 1.0), 10);
+  EXPECT_FALSE(back.ranks[1].straggler);  // recovers at once
+  EXPECT_TRUE(back.stragglers.empty());
+}
+
+TEST(StragglerDetectorTest, AWindowWithoutASampledStepLeavesTheCountAlone) {
+  StragglerDetector d(4, StragglerOptions{});
+  d.update(roundOf(4, 0, 1.5), 1);
+  d.update(roundOf(4, 0, 1.5), 2);
+  const ClusterRound& unsampled = d.update(roundOf(4, 0, 0.1, /*sampled=*/0), 3);
+  EXPECT_EQ(unsampled.ranks[0].consecutive, 2);
+  EXPECT_EQ(unsampled.ranks[0].score, 0.0);
+  EXPECT_FALSE(unsampled.ranks[0].straggler);
+  std::vector<RankWindow> gone = roundOf(4, 0, 1.5);
+  gone[0] = absent(0);
+  EXPECT_EQ(d.update(gone, 4).ranks[0].consecutive, 2);  // an absent window neither
+  const ClusterRound& c = d.update(roundOf(4, 0, 1.5), 5);
+  EXPECT_EQ(c.ranks[0].consecutive, 3);
+  EXPECT_TRUE(c.ranks[0].straggler);
+}
+
+TEST(StragglerDetectorTest, NoStragglerAmongEightRanksWithTenPercentNoise) {
+  StragglerDetector d(8, StragglerOptions{});
+  std::mt19937 rng(20240521);
+  std::uniform_real_distribution<double> noise(0.9, 1.1);
+  double maxScore = 0;
+  for (int i = 1; i <= 500; ++i) {
+    std::vector<RankWindow> v;
+    for (int r = 0; r < 8; ++r) v.push_back(window(r, 0.05 * noise(rng), i));
+    const ClusterRound& c = d.update(v, i);
+    ASSERT_TRUE(c.stragglers.empty()) << "window " << i;
+    ASSERT_TRUE(c.hung.empty()) << "window " << i;
+    for (const RankStatus& s : c.ranks) {
+      ASSERT_LT(s.consecutive, 3);
+      maxScore = std::max(maxScore, s.score);
+    }
+  }
+  EXPECT_EQ(d.last().round, 500u);
+  EXPECT_GT(maxScore, 1.05);  // the noise did reach the scores
+}
+
+TEST(StragglerDetectorTest, MissingRanksAndTheirReturn) {
+  StragglerDetector d(3, StragglerOptions{});
+  ClusterRound c = d.update({window(0, 1.0, 10), window(1, 1.0, 10), absent(2)}, 1);
+  EXPECT_EQ(c.presentRanks, 2);
+  EXPECT_EQ(c.expectedRanks, 3);
+  EXPECT_TRUE(c.ranks[2].missing);
+  EXPECT_EQ(c.ranks[2].missingSinceRound, 1u);  // never seen: missing since the first round
+  EXPECT_EQ(c.missing, std::vector<int32_t>{2});
+
+  c = d.update({window(0, 1.0, 20), window(1, 1.0, 20), window(2, 1.0, 20)}, 2);
+  EXPECT_TRUE(c.missing.empty());
+  EXPECT_FALSE(c.ranks[2].missing);
+  EXPECT_EQ(c.ranks[2].missingSinceRound, 0u);
+
+  c = d.update({window(0, 1.0, 30), absent(1), window(2, 1.0, 30)}, 3);
+  EXPECT_FALSE(c.ranks[1].present);
+  EXPECT_TRUE(c.ranks[1].missing);
+  EXPECT_EQ(c.ranks[1].missingSinceRound, 3u);
+  EXPECT_EQ(c.missing, std::vector<int32_t>{1});
+  // The last report received is kept, not the absent one.
+  EXPECT_TRUE(c.ranks[1].window.present);
+  EXPECT_EQ(c.ranks[1].window.lastStep, 20u);
+  EXPECT_EQ(c.ranks[1].lastStep, 20u);
+
+  c = d.update({window(0, 1.0, 40), absent(1), absent(2)}, 4);
+  EXPECT_EQ(c.ranks[1].missingSinceRound, 3u);  // kept while it stays missing
+  EXPECT_EQ(c.ranks[2].missingSinceRound, 4u);
+  EXPECT_EQ(c.missing, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(c.presentRanks, 1);
+
+  c = d.update({window(0, 1.0, 50), window(1, 1.0, 50), window(2, 1.0, 50)}, 5);
+  EXPECT_FALSE(c.ranks[1].missing);
+  EXPECT_EQ(c.ranks[1].missingSinceRound, 0u);
+  EXPECT_EQ(c.ranks[1].window.lastStep, 50u);
+  EXPECT_TRUE(c.missing.empty());
+
+  c = d.update({window(0, 1.0, 60), absent(1), window(2, 1.0, 60)}, 6);
+  EXPECT_EQ(c.ranks[1].missingSinceRound, 6u);  // a new absence starts anew
+}
+
+TEST(StragglerDetectorTest, AShortReportListCountsTheRestAsMissing) {
+  StragglerDetector d(3, StragglerOptions{});
+  const ClusterRound& c = d.update({window(0, 1.0)}, 0);
+  EXPECT_EQ(c.ranks.size(), 3u);
+  EXPECT_EQ(c.presentRanks, 1);
+  EXPECT_EQ(c.missing, (std::vector<int32_t>{1, 2}));
+}
+
+TEST(StragglerDetectorTest, AStalledRankIsHungOnlyAfterHangSecondsWhileOthersMove) {
+  StragglerOptions o;
+  o.hangSeconds = 300;
+  StragglerDetector d(3, o);
+  auto at = [](uint64_t step0, uint64_t step1, uint64_t step2) {
+    return std::vector<RankWindow>{window(0, 1.0, step0), window(1, 1.0, step1),
+                                   window(2, 1.0, step2)};
+  };
+  d.update(at(100, 100, 100), 1000);
+  for (int i = 1; i <= 4; ++i) {  // t = 1060 .. 1240: rank 1 stays at step 100
+    const ClusterRound& c = d.update(at(100 + i, 100, 100 + i), 1000 + 60 * i);
+    EXPECT_FALSE(c.ranks[1].hung) << "t=" << 1000 + 60 * i;
+    EXPECT_DOUBLE_EQ(c.ranks[1].stalledSeconds, 60.0 * i);
+    EXPECT_EQ(c.ranks[0].stalledSeconds, 0.0);
+  }
+  ClusterRound c = d.update(at(110, 100, 110), 1299);
+  EXPECT_FALSE(c.ranks[1].hung);
+  c = d.update(at(111, 100, 111), 1300);
+  EXPECT_TRUE(c.ranks[1].hung);
+  EXPECT_DOUBLE_EQ(c.ranks[1].stalledSeconds, 300.0);
+  EXPECT_EQ(c.ranks[1].lastStep, 100u);
+  EXPECT_EQ(c.hung, std::vector<int32_t>{1});
+  EXPECT_FALSE(c.ranks[0].hung);
+  EXPECT_FALSE(c.ranks[2].hung);
+
+  c = d.update(at(112, 101, 112), 1360);  // moves again
+  EXPECT_FALSE(c.ranks[1].hung);
+  EXPECT_EQ(c.ranks[1].stalledSeconds, 0.0);
+  EXPECT_TRUE(c.hung.empty());
+}
+
+TEST(StragglerDetectorTest, NobodyIsHungWhenEveryRankIsStalled) {
+  StragglerOptions o;
+  o.hangSeconds = 300;
+  StragglerDetector d(3, o);
+  auto at = [](uint64_t step) {
+    return std::vector<RankWindow>{window(0, 1.0, step), window(1, 1.0, step), window(2, 1.0, step)};
+  };
+  // Stalled from the start.
+  d.update(at(5), 0);
+  ClusterRound c = d.update(at(5), 1000);
+  EXPECT_TRUE(c.hung.empty());
+  EXPECT_DOUBLE_EQ(c.ranks[0].stalledSeconds, 1000.0);
+  // Moving together, then stalled together (a collective hang).
+  d.update(at(6), 1100);
+  c = d.update(at(6), 2000);
+  EXPECT_TRUE(c.hung.empty());
+  for (const RankStatus& s : c.ranks) {
+    EXPECT_FALSE(s.hung);
+    EXPECT_DOUBLE_EQ(s.stalledSeconds, 900.0);
+  }
+}
+
+TEST(StragglerDetectorTest, DescribesAStragglerWithItsAttribution) {
+  StragglerDetector d(5, StragglerOptions{});
+  std::vector<RankWindow> v = roundOf(5, 3, 1.42);
+  v[3].topLayer = 5;
+  v[3].topPhase = Phase::kBackward;
+  v[3].topKind = OpKind::kSoftmax;
+  v[3].topShare = 0.6149;
+  for (int i = 1; i <= 3; ++i) d.update(v, i);
+  const RankStatus& s = d.last().ranks[3];
+  ASSERT_TRUE(s.straggler);
+  const std::vector<std::string> names = {"layers.0.attn", "layers.1.attn", "layers.2.attn",
+                                          "layers.3.attn", "layers.4.attn", "layers.5.attn"};
+  EXPECT_EQ(StragglerDetector::describe(s, names),
+            "rank 3: 1.42x median attention time for 3 windows; layers.5.attn backward softmax is "
+            "61% of the excess");
+  EXPECT_EQ(StragglerDetector::describe(s, {}),
+            "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of "
+            "the excess");
+  EXPECT_EQ(StragglerDetector::describe(s, {"a", "b"}),  // too short: the id
+            "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of "
+            "the excess");
+}
+
+TEST(StragglerDetectorTest, DescribesAStragglerWithoutAttribution) {
+  StragglerDetector d(5, StragglerOptions{});
+  for (int i = 1; i <= 4; ++i) d.update(roundOf(5, 3, 1.42), i);
+  const RankStatus& s = d.last().ranks[3];
+  ASSERT_TRUE(s.straggler);
+  ASSERT_EQ(s.window.topLayer, -1);
+  EXPECT_EQ(StragglerDetector::describe(s, {"layers.0.attn"}),
+            "rank 3: 1.42x median attention time for 4 windows; no attribution yet");
+}
+
+TEST(StragglerDetectorTest, DescribesAHungRank) {
+  RankStatus s;
+  s.rank = 3;
+  s.present = true;
+  s.hung = true;
+  s.lastStep = 120;
+  s.stalledSeconds = 42;
+  EXPECT_EQ(StragglerDetector::describe(s, {}),
+            "rank 3: step counter stalled at 120 for 42s while other ranks advance");
+  s.straggler = true;  // hung wins over straggler
+  s.consecutive = 3;
+  s.score = 2;
+  EXPECT_EQ(StragglerDetector::describe(s, {}),
+            "rank 3: step counter stalled at 120 for 42s while other ranks advance");
+}
+
+TEST(StragglerDetectorTest, DescribesAMissingRank) {
+  StragglerDetector d(4, StragglerOptions{});
+  for (int i = 1; i <= 6; ++i) d.update(roundOf(4, -1, 1.0), i);
+  std::vector<RankWindow> v = roundOf(4, -1, 1.0);
+  v[3] = absent(3);
+  d.update(v, 7);
+  d.update(v, 8);
+  const RankStatus& s = d.last().ranks[3];
+  ASSERT_TRUE(s.missing);
+  EXPECT_EQ(StragglerDetector::describe(s, {}), "rank 3: missing since round 7");
+}
+
+TEST(StragglerDetectorTest, AWorldOfOneNeverHasAStraggler) {
+  StragglerDetector d(1, StragglerOptions{});
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> attention(0.001, 10.0);
+  for (int i = 1; i <= 100; ++i) {
+    const ClusterRound& c = d.update({window(0, attention(rng), i)}, i);
+    ASSERT_TRUE(c.stragglers.empty());
+    ASSERT_FALSE(c.ranks[0].straggler);
+    ASSERT_TRUE(c.hung.empty());
+    EXPECT_DOUBLE_EQ(c.ranks[0].score, 1.0);
+  }
+}
+
+}  // namespace
+}  // namespace attnscope
