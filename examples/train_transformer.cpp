@@ -1,6 +1,7 @@
 // A small transformer trained with LibTorch, instrumented with attnscope through its public API.
 //
 //   ATTNSCOPE_SUMMARY_JSON=/tmp/s-{rank}.json build/examples/train_transformer --layers 4 --steps 20
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -25,6 +26,8 @@ struct Options {
   int64_t seed = 0;
   int64_t slowRank = -1;
   int64_t timeoutS = 120;
+  bool gradSync = true;  // --grad-sync gloo|none
+  double durationS = 0;  // stop after this many seconds of training (0: run all --steps)
   bool quiet = false;
 };
 
@@ -32,12 +35,14 @@ void usage(std::ostream& out) {
   out << "usage: train_transformer [--layers N] [--d-model N] [--heads N] [--seq N] [--batch N]\n"
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
          "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
-         "                         [--timeout-s S] [--quiet]\n"
+         "                         [--timeout-s S] [--grad-sync gloo|none] [--duration-s S]\n"
+         "                         [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
          "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced over a c10d Gloo group.\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
-         "extra work); L defaults to the middle layer.\n";
+         "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
+         "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n";
 }
 
 int64_t intArg(const std::string& flag, const char* value, int64_t lo, int64_t hi) {
@@ -90,6 +95,14 @@ Options parse(int argc, char** argv) {
     else if (flag == "--slow-factor") m.slowFactor = intArg(flag, v, 1, 1000);
     else if (flag == "--slow-layer") m.slowLayer = intArg(flag, v, 0, 255);
     else if (flag == "--timeout-s") o.timeoutS = intArg(flag, v, 1, 86400);
+    else if (flag == "--duration-s") o.durationS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--grad-sync") {
+      const std::string mode = v;
+      if (mode != "gloo" && mode != "none") {
+        throw std::invalid_argument("--grad-sync=\"" + mode + "\": allowed: gloo, none");
+      }
+      o.gradSync = mode == "gloo";
+    }
     else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
   }
   if (m.slowLayer >= m.layers) {
@@ -150,7 +163,7 @@ int main(int argc, char** argv) {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   try {
-    if (world > 1) {
+    if (world > 1 && o.gradSync) {
       if (topology.masterAddr.empty() || topology.masterPort == 0) {
         throw std::invalid_argument("a world of " + std::to_string(world) +
                                     " needs MASTER_ADDR and MASTER_PORT (torchrun sets them)");
@@ -180,7 +193,12 @@ int main(int argc, char** argv) {
   torch::manual_seed(o.seed + 1 + rank);  // each rank its own data
   int status = 0;
   try {
+    const auto began = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < o.steps; ++step) {
+      if (o.durationS > 0 &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS) {
+        break;
+      }
       const double loss = examples::trainStep(model, optimizer, o.model, [&] {
         if (group) allReduceGradients(model, *group, world);
       });

@@ -117,6 +117,14 @@ void writeCluster(std::ostream& out, const ClusterReport& c) {
   out << ",\n    \"last_error\": ";
   writeString(out, c.lastError);
   out << ",\n    \"layers_agree\": " << (c.layersAgree ? "true" : "false");
+  out << ",\n    \"round_seconds\": {\"last\": ";
+  writeNumber(out, c.lastRoundSeconds);
+  out << ", \"max\": ";
+  writeNumber(out, c.maxRoundSeconds);
+  out << ", \"mean\": ";
+  writeNumber(out, c.collectiveRounds ? c.sumRoundSeconds / c.collectiveRounds : 0.0);
+  out << ", \"rounds\": " << c.collectiveRounds << "}";
+  out << ",\n    \"round_bytes_per_rank\": " << c.lastRoundBytes;
   out << ",\n    \"expected_ranks\": " << c.last.expectedRanks
       << ",\n    \"present_ranks\": " << c.last.presentRanks;
   out << ",\n    \"median_attention_seconds_per_step\": ";

@@ -1,5 +1,7 @@
 #include "Aggregator.h"
 
+#include <atomic>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -41,7 +43,10 @@ c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& 
     }
     base = c10::make_intrusive<c10d::TCPStore>(t.masterAddr, options);
   }
-  const std::string prefix = "attnscope/" + (t.runId.empty() ? std::string("job") : t.runId) + "/";
+  // A generation per start() in this process keeps a restarted session's keys apart.
+  static std::atomic<int> generation{0};
+  const std::string prefix = "attnscope/" + (t.runId.empty() ? std::string("job") : t.runId) + "/" +
+                             std::to_string(generation.fetch_add(1)) + "/";
   return c10::make_intrusive<c10d::PrefixStore>(prefix, base);
 }
 

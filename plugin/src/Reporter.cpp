@@ -136,11 +136,14 @@ void Reporter::run() {
       last = stopping_;
     }
     try {
-      round();
+      if (last) {
+        finalRound();
+        break;
+      }
+      if (!peersStopping()) round(/*collectives=*/true);
     } catch (const std::exception& e) {
       fail(std::string("round: ") + e.what());
     }
-    if (last) break;
   }
   aggregator_.reset();  // MPI finalises here, on the thread that initialised it
 }
@@ -162,16 +165,47 @@ void Reporter::heartbeats() {
   }
 }
 
-void Reporter::round() {
+// Once a rank has begun to stop, the others hold their regular rounds: every rank's last round
+// must meet the others' last rounds, not a regular one.
+bool Reporter::peersStopping() {
+  if (store_ == nullptr || !aggregator_ || !aggregator_->healthy()) return false;
+  return store_->add("stopping", 0) > 0;
+}
+
+// The last round: a barrier through the store (every rank has called stop), then one more round,
+// so that every rank's final window reaches rank 0. Bounded by the round timeout; a rank that never
+// arrives (dead, or still training) leaves the others to stop without it.
+void Reporter::finalRound() {
+  if (store_ != nullptr && aggregator_ && aggregator_->healthy()) {
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
+    int64_t stopped = store_->add("stopping", 1);
+    while (stopped < topology_.worldSize && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      stopped = store_->add("stopping", 0);
+    }
+    if (stopped < topology_.worldSize) {
+      fail("only " + std::to_string(stopped) + " of " + std::to_string(topology_.worldSize) +
+           " ranks stopped within the round timeout; the last window goes through the store");
+      round(/*collectives=*/false);
+      return;
+    }
+  }
+  round(/*collectives=*/true);
+}
+
+void Reporter::round(bool collectives) {
   Window w = session_.takeWindow();
   const RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
   if (!aggregator_) return;
-  if (!aggregator_->healthy()) {
+  if (!collectives || !aggregator_->healthy()) {
     roundDegraded(mine);
     return;
   }
   std::string error;
   std::vector<double> all;
+  const auto roundStart = std::chrono::steady_clock::now();
+  uint64_t bytes = RankWindow::kVectorSize * sizeof(double);
   if (!aggregator_->allGather(mine.toVector(), &all, &error)) {
     fail(error);
     roundDegraded(mine);
@@ -195,6 +229,7 @@ void Reporter::round() {
       roundDegraded(mine);
       return;
     }
+    bytes += flat.size() * sizeof(double);
     const StatsTable cluster = StatsTable::fromFlat(names, flat);
     pendingAttribution_ = attributeExcess(w.stats, w.sampledSteps, cluster, clusterSampled);
     std::lock_guard<std::mutex> lock(reportMutex_);
@@ -207,6 +242,16 @@ void Reporter::round() {
     }
     report_.layersAgree = false;
   }
+  {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - roundStart).count();
+    std::lock_guard<std::mutex> lock(reportMutex_);
+    report_.lastRoundSeconds = seconds;
+    report_.maxRoundSeconds = std::max(report_.maxRoundSeconds, seconds);
+    report_.sumRoundSeconds += seconds;
+    ++report_.collectiveRounds;
+    report_.lastRoundBytes = bytes;
+  }
   conclude(windows, names);
 }
 
@@ -215,7 +260,8 @@ void Reporter::roundDegraded(RankWindow mine) {
   try {
     store_->set("w/" + std::to_string(topology_.rank), toBytes(mine.toVector()));
     if (topology_.rank != 0) return;
-    // A rank is alive when its heartbeat is younger than two intervals.
+    // A rank is alive while its heartbeat (written every interval) is younger than 1.5 intervals:
+    // a dead rank is reported at most 1.5 intervals after its last beat plus one round.
     const double now = unixNow();
     std::vector<RankWindow> windows(topology_.worldSize);
     for (int r = 0; r < topology_.worldSize; ++r) {
@@ -223,7 +269,7 @@ void Reporter::roundDegraded(RankWindow mine) {
       if (!store_->check({hb})) continue;
       const std::vector<uint8_t> hbBytes = store_->get(hb);
       const double beat = std::stod(std::string(hbBytes.begin(), hbBytes.end()));
-      if (now - beat > 2 * config_.intervalSeconds + 0.5) continue;
+      if (now - beat > 1.5 * config_.intervalSeconds + 0.1) continue;
       if (r == topology_.rank) {
         windows[r] = mine;
       } else if (store_->check({wk})) {

@@ -36,7 +36,10 @@ class Reporter {
  private:
   void run();
   void heartbeats();
-  void round();
+  // One round; without collectives (they failed, or peers are gone) through the store only.
+  void round(bool collectives);
+  void finalRound();
+  bool peersStopping();
   void roundDegraded(RankWindow mine);
   void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
   void fail(const std::string& error);

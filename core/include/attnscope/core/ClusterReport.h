@@ -31,6 +31,13 @@ struct ClusterReport {
   uint64_t roundErrors = 0;
   std::string lastError;
   bool layersAgree = true;        // ranks registered the same layer names (needed to merge)
+  // Cost of the collectives on this rank: wall time of the last round's all-gather + all-reduce,
+  // the largest and the mean over the rounds, and the bytes this rank contributed to it.
+  double lastRoundSeconds = 0;
+  double maxRoundSeconds = 0;
+  double sumRoundSeconds = 0;
+  uint64_t collectiveRounds = 0;
+  uint64_t lastRoundBytes = 0;
   ClusterRound last;              // the last round's picture
   std::vector<StragglerFinding> stragglers;
   std::vector<StragglerFinding> hangs;

@@ -1,0 +1,240 @@
+#!/usr/bin/python3
+"""Multi-process tests of cross-rank aggregation with real processes, real Gloo, real torchrun and
+real mpirun. Usage: distributed_test.py CASE EXAMPLE_BINARY SOURCE_DIR
+
+Cases:
+  gloo2_sums          2 ranks: the cluster statistics on rank 0 equal the sum of every rank's own
+  gloo4_no_straggler  4 ranks, no injection, many windows: nobody is reported
+  torchrun4_straggler 4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1
+  mpirun4_straggler   the same under mpirun with ATTNSCOPE_AGGREGATION=mpi
+  kill4               SIGKILL rank 3 of 4 mid-run: the others report it missing within 3
+                      intervals and finish cleanly; nothing hangs
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CASE, EXAMPLE, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
+DEADLINE_S = 240
+TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
+        "--threads", "1", "--quiet"]
+
+
+def free_port():
+    # Two consecutive free ports: the job's store and attnscope's own (MASTER_PORT + 1).
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s2:
+                s2.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+
+
+def base_env(tmp, interval):
+    env = dict(os.environ)
+    env.update({
+        "ATTNSCOPE_INTERVAL_S": str(interval),
+        "ATTNSCOPE_SUMMARY_JSON": os.path.join(tmp, "s-{rank}.json"),
+        "ATTNSCOPE_LOG_LEVEL": "info",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    })
+    return env
+
+
+def spawn_ranks(world, env, args, tmp):
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        err = open(os.path.join(tmp, f"err-{rank}.log"), "w")
+        procs.append(subprocess.Popen([EXAMPLE] + args, env=e, stdout=subprocess.DEVNULL, stderr=err))
+    return procs
+
+
+def wait_all(procs, deadline=DEADLINE_S):
+    end = time.time() + deadline
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, end - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"ranks still running after {deadline}s: a hang")
+    return codes
+
+
+def load(tmp, rank):
+    with open(os.path.join(tmp, f"s-{rank}.json")) as f:
+        return json.load(f)
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def cells(layer):
+    for phase, ph in layer["phases"].items():
+        yield (phase, "call"), ph["call"]
+        for kind, c in ph["op_kinds"].items():
+            yield (phase, kind), c
+
+
+def assert_sums(tmp, world):
+    summaries = [load(tmp, r) for r in range(world)]
+    cluster = summaries[0]["cluster"]
+    check(cluster["round_errors"] == 0, f"round errors: {cluster['last_error']}")
+    names = [l["name"] for l in cluster["layers"]]
+    check(names == [l["name"] for l in summaries[0]["layers"]], f"cluster layers {names}")
+    compared = 0
+    for i, layer in enumerate(cluster["layers"]):
+        own = [dict(cells(s["layers"][i])) for s in summaries]
+        for key, c in cells(layer):
+            for field in ("count", "ops", "bytes_allocated"):
+                total = sum(o[key][field] for o in own if key in o)
+                check(c[field] == total, f"{layer['name']} {key} {field}: cluster {c[field]} != sum {total}")
+            total = sum(o[key]["total_seconds"] for o in own if key in o)
+            check(abs(c["total_seconds"] - total) <= 1e-6 * max(1.0, total),
+                  f"{layer['name']} {key} seconds: cluster {c['total_seconds']} != sum {total}")
+            compared += 1
+    check(compared > 20, f"only {compared} cells compared")
+    return summaries
+
+
+def assert_straggler(tmp, world, slow_rank, slow_layer, stderr_text):
+    s0 = load(tmp, 0)
+    cluster = s0["cluster"]
+    check(cluster["expected_ranks"] == world and cluster["present_ranks"] == world,
+          f"ranks present: {cluster['present_ranks']} of {cluster['expected_ranks']}")
+    check(len(cluster["ranks"]) == world, "not every rank in the cluster section")
+    flagged = sorted({f["rank"] for f in cluster["stragglers"]})
+    check(flagged == [slow_rank], f"stragglers {flagged}, expected [{slow_rank}]: {cluster['stragglers']}")
+    finding = cluster["stragglers"][0]
+    check(finding["layer"] == f"layers.{slow_layer}.attn",
+          f"attributed to {finding['layer']}, expected layers.{slow_layer}.attn")
+    check(f"rank {slow_rank}: " in stderr_text and "median attention time" in stderr_text,
+          "no straggler line in rank 0's log")
+    print("straggler:", finding["description"])
+
+
+def case_gloo2_sums(tmp):
+    procs = spawn_ranks(2, base_env(tmp, 0.3), TINY + ["--steps", "400"], tmp)
+    codes = wait_all(procs)
+    check(codes == [0, 0], f"exit codes {codes}")
+    summaries = assert_sums(tmp, 2)
+    check(summaries[0]["cluster"]["rounds"] >= 3, "fewer than 3 rounds")
+    check(summaries[0]["cluster"]["stragglers"] == [], "a straggler without injection")
+    print("cluster statistics equal the sum of 2 ranks' over", summaries[0]["cluster"]["rounds"], "rounds")
+
+
+def case_gloo4_no_straggler(tmp):
+    env = base_env(tmp, 0.3)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "1200"], tmp)
+    codes = wait_all(procs)
+    check(codes == [0] * 4, f"exit codes {codes}")
+    summaries = assert_sums(tmp, 4)
+    cluster = summaries[0]["cluster"]
+    check(cluster["rounds"] >= 15, f"only {cluster['rounds']} windows")
+    check(cluster["stragglers"] == [], f"false straggler: {cluster['stragglers']}")
+    check(cluster["hangs"] == [], f"false hang/missing: {cluster['hangs']}")
+    print("no straggler over", cluster["rounds"], "windows of 4 ranks")
+
+
+def case_torchrun4_straggler(tmp):
+    env = base_env(tmp, 0.5)
+    port = free_port()
+    cmd = [os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "4",
+           "--master_port", str(port), "--no_python", EXAMPLE] + TINY + [
+           "--steps", "500", "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    check(p.returncode == 0, f"torchrun exit {p.returncode}: {p.stderr[-2000:]}")
+    assert_straggler(tmp, 4, 2, 1, p.stderr)
+
+
+def case_mpirun4_straggler(tmp):
+    env = base_env(tmp, 0.5)
+    port = free_port()
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "4"]
+    for name in ("ATTNSCOPE_INTERVAL_S", "ATTNSCOPE_SUMMARY_JSON", "ATTNSCOPE_LOG_LEVEL",
+                 "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        cmd += ["-x", name]
+    cmd += ["-x", "MASTER_ADDR=127.0.0.1", "-x", f"MASTER_PORT={port}", "-x", "ATTNSCOPE_AGGREGATION=mpi",
+            EXAMPLE] + TINY + ["--steps", "500", "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=DEADLINE_S)
+    check(p.returncode == 0, f"mpirun exit {p.returncode}: {p.stderr[-2000:]}")
+    check(load(tmp, 0)["cluster"]["aggregation"] == "mpi", "not aggregated over mpi")
+    assert_straggler(tmp, 4, 2, 1, p.stderr)
+
+
+def case_kill4(tmp):
+    interval = 0.5
+    env = base_env(tmp, interval)
+    env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
+    # Ranks train on their own (no gradient all-reduce) so the survivors can go on after a death.
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "14",
+                                        "--grad-sync", "none"], tmp)
+    time.sleep(6)
+    check(all(p.poll() is None for p in procs), "a rank ended before the kill")
+    procs[3].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    # Watch rank 0's log for the missing report.
+    log0 = os.path.join(tmp, "err-0.log")
+    reported_after = None
+    while time.time() - killed_at < 20:
+        with open(log0) as f:
+            if "rank 3: missing since round" in f.read():
+                reported_after = time.time() - killed_at
+                break
+        time.sleep(0.05)
+    check(reported_after is not None, "rank 3 never reported missing: " + open(log0).read()[-2000:])
+    for p in procs[:3]:
+        check(p.poll() is None, "a survivor died after the kill")
+    print(f"rank 3 reported missing {reported_after:.2f}s after SIGKILL (3 intervals = {3 * interval}s)")
+    check(reported_after <= 3 * interval, f"reported after {reported_after:.2f}s, more than 3 intervals")
+    # The survivors train on to the end of --duration-s and stop cleanly; nothing hangs.
+    codes = wait_all(procs[:3], deadline=60)
+    check(codes == [0, 0, 0], f"survivors exited with {codes}")
+    cluster = load(tmp, 0)["cluster"]
+    check(cluster["degraded"], "rank 0 did not record the degraded state")
+    missing = [h for h in cluster["hangs"] if h["rank"] == 3]
+    check(missing and "missing" in missing[0]["description"], f"rank 3 not missing in the summary: {cluster['hangs']}")
+    check([r["rank"] for r in cluster["ranks"] if r["present"]] == [0, 1, 2],
+          f"present at the end: {[r['rank'] for r in cluster['ranks'] if r['present']]}")
+    for r in range(3):
+        check(load(tmp, r)["run"]["steps_seen"] > 0, f"rank {r} wrote no per-rank summary")
+    print("survivors exited with", codes, "; rank 0's summary lists rank 3 missing")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix=f"attnscope-{CASE}-")
+    case = globals().get("case_" + CASE)
+    if case is None:
+        print("unknown case", CASE)
+        return 2
+    try:
+        case(tmp)
+    except AssertionError as e:
+        print("FAILED:", e)
+        for name in sorted(os.listdir(tmp)):
+            if name.startswith("err-"):
+                print(f"--- {name} ---")
+                print(open(os.path.join(tmp, name)).read()[-1500:])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
