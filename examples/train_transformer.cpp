@@ -195,9 +195,17 @@ int main(int argc, char** argv) {
   try {
     const auto began = std::chrono::steady_clock::now();
     for (int64_t step = 0; step < o.steps; ++step) {
-      if (o.durationS > 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS) {
-        break;
+      if (o.durationS > 0) {
+        bool over =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS;
+        if (group) {  // all ranks stop at the same step, or the others would wait for the first
+          std::vector<torch::Tensor> flag{torch::full({1}, over ? 1.0 : 0.0)};
+          c10d::AllreduceOptions max;
+          max.reduceOp = c10d::ReduceOp::MAX;
+          group->allreduce(flag, max)->wait();
+          over = flag[0].item<double>() > 0;
+        }
+        if (over) break;
       }
       const double loss = examples::trainStep(model, optimizer, o.model, [&] {
         if (group) allReduceGradients(model, *group, world);

@@ -79,17 +79,43 @@ Reporter::Reporter(Session& session, const Config& config, const Topology& topol
   thread_ = std::thread([this] { run(); });
 }
 
-Reporter::~Reporter() { stop(); }
+Reporter::~Reporter() { stop(); }  // a reporter left behind is never destroyed (Session::finish)
 
-void Reporter::stop() {
+bool Reporter::stop() {
   {
     std::lock_guard<std::mutex> lock(wakeMutex_);
-    if (stopping_ && !thread_.joinable()) return;
+    if (stopping_ && !thread_.joinable()) return !detached_;
     stopping_ = true;
   }
   wake_.notify_all();
+  // The stop barrier and the last round are each bounded by the round timeout, but a store
+  // whose server died can leave a c10d call spinning: give the threads twice that and a margin,
+  // then leave them behind rather than hang the training process at exit.
+  const auto limit = std::chrono::milliseconds(
+      static_cast<int64_t>(2 * config_.roundTimeoutSeconds * 1000 + 5000));
+  const int threads = heartbeatThread_.joinable() ? 2 : 1;
+  std::unique_lock<std::mutex> lock(wakeMutex_);
+  const bool done = wake_.wait_for(lock, limit, [&] { return finishedThreads_ == threads; });
+  lock.unlock();
+  if (!done) {
+    ATTNSCOPE_LOG(kError, "the reporter did not finish within " << limit.count()
+                              << " ms (a store or collective call does not return); leaving it behind");
+    if (thread_.joinable()) thread_.detach();
+    if (heartbeatThread_.joinable()) heartbeatThread_.detach();
+    detached_ = true;
+    return false;
+  }
   if (thread_.joinable()) thread_.join();
   if (heartbeatThread_.joinable()) heartbeatThread_.join();
+  return true;
+}
+
+void Reporter::markFinished() {
+  {
+    std::lock_guard<std::mutex> lock(wakeMutex_);
+    ++finishedThreads_;
+  }
+  wake_.notify_all();
 }
 
 ClusterReport Reporter::report() {
@@ -124,7 +150,7 @@ void Reporter::run() {
     }
   }
   if (aggregator_ && aggregator_->store() != nullptr) {
-    store_ = aggregator_->store();
+    store_.store(aggregator_->store());
     heartbeatThread_ = std::thread([this] { heartbeats(); });
   }
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
@@ -142,47 +168,57 @@ void Reporter::run() {
       }
       if (!peersStopping()) round(/*collectives=*/true);
     } catch (const std::exception& e) {
-      fail(std::string("round: ") + e.what());
+      // Collectives report their own failures; what escapes is the store's.
+      loseStore(e.what());
     }
   }
   aggregator_.reset();  // MPI finalises here, on the thread that initialised it
+  markFinished();
 }
 
 void Reporter::heartbeats() {
   Observer::markInternalThread();
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   const std::string key = "hb/" + std::to_string(topology_.rank);
-  bool warned = false;
   while (true) {
+    c10d::Store* store = store_.load();
+    if (store == nullptr) break;
     try {
-      store_->set(key, toBytes(std::to_string(unixNow())));
+      store->set(key, toBytes(std::to_string(unixNow())));
     } catch (const std::exception& e) {
-      if (!warned) ATTNSCOPE_LOG(kWarn, "heartbeat to the store failed: " << e.what());
-      warned = true;
+      loseStore(std::string("heartbeat: ") + e.what());
+      break;
     }
     std::unique_lock<std::mutex> lock(wakeMutex_);
-    if (wake_.wait_for(lock, interval, [this] { return stopping_; })) return;
+    if (wake_.wait_for(lock, interval, [this] { return stopping_; })) break;
   }
+  markFinished();
 }
 
 // Once a rank has begun to stop, the others hold their regular rounds: every rank's last round
 // must meet the others' last rounds, not a regular one.
 bool Reporter::peersStopping() {
-  if (store_ == nullptr || !aggregator_ || !aggregator_->healthy()) return false;
-  return store_->add("stopping", 0) > 0;
+  c10d::Store* store = store_.load();
+  if (store == nullptr || !aggregator_ || !aggregator_->healthy()) return false;
+  return store->add("stopping", 0) > 0;
+}
+
+void Reporter::loseStore(const std::string& why) {
+  if (store_.exchange(nullptr) != nullptr) fail("store unreachable, per-rank figures only: " + why);
 }
 
 // The last round: a barrier through the store (every rank has called stop), then one more round,
 // so that every rank's final window reaches rank 0. Bounded by the round timeout; a rank that never
 // arrives (dead, or still training) leaves the others to stop without it.
 void Reporter::finalRound() {
-  if (store_ != nullptr && aggregator_ && aggregator_->healthy()) {
+  c10d::Store* store = store_.load();
+  if (store != nullptr && aggregator_ && aggregator_->healthy()) {
     const auto deadline = std::chrono::steady_clock::now() +
                           std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
-    int64_t stopped = store_->add("stopping", 1);
+    int64_t stopped = store->add("stopping", 1);
     while (stopped < topology_.worldSize && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      stopped = store_->add("stopping", 0);
+      stopped = store->add("stopping", 0);
     }
     if (stopped < topology_.worldSize) {
       fail("only " + std::to_string(stopped) + " of " + std::to_string(topology_.worldSize) +
@@ -256,9 +292,10 @@ void Reporter::round(bool collectives) {
 }
 
 void Reporter::roundDegraded(RankWindow mine) {
-  if (store_ == nullptr) return;
+  c10d::Store* store = store_.load();
+  if (store == nullptr) return;
   try {
-    store_->set("w/" + std::to_string(topology_.rank), toBytes(mine.toVector()));
+    store->set("w/" + std::to_string(topology_.rank), toBytes(mine.toVector()));
     if (topology_.rank != 0) return;
     // A rank is alive while its heartbeat (written every interval) is younger than 1.5 intervals:
     // a dead rank is reported at most 1.5 intervals after its last beat plus one round.
@@ -266,14 +303,14 @@ void Reporter::roundDegraded(RankWindow mine) {
     std::vector<RankWindow> windows(topology_.worldSize);
     for (int r = 0; r < topology_.worldSize; ++r) {
       const std::string hb = "hb/" + std::to_string(r), wk = "w/" + std::to_string(r);
-      if (!store_->check({hb})) continue;
-      const std::vector<uint8_t> hbBytes = store_->get(hb);
+      if (!store->check({hb})) continue;
+      const std::vector<uint8_t> hbBytes = store->get(hb);
       const double beat = std::stod(std::string(hbBytes.begin(), hbBytes.end()));
       if (now - beat > 1.5 * config_.intervalSeconds + 0.1) continue;
       if (r == topology_.rank) {
         windows[r] = mine;
-      } else if (store_->check({wk})) {
-        const std::vector<uint8_t> bytes = store_->get(wk);
+      } else if (store->check({wk})) {
+        const std::vector<uint8_t> bytes = store->get(wk);
         if (bytes.size() != RankWindow::kVectorSize * sizeof(double)) continue;
         std::vector<double> v(RankWindow::kVectorSize);
         std::memcpy(v.data(), bytes.data(), bytes.size());
@@ -285,8 +322,7 @@ void Reporter::roundDegraded(RankWindow mine) {
     }
     conclude(windows, session_.statistics().layerNames());
   } catch (const std::exception& e) {
-    fail(std::string("store unreachable: ") + e.what());
-    store_ = nullptr;
+    loseStore(e.what());
   }
 }
 

@@ -29,13 +29,15 @@ class Reporter {
  public:
   Reporter(Session& session, const Config& config, const Topology& topology, StoreSource store);
   ~Reporter();
-  // Runs a last round (bounded by the round timeout) and joins the threads.
-  void stop();
+  // Runs a last round (bounded by the round timeout) and joins the threads. False when they did
+  // not finish in time and were left behind (the caller must then keep this object alive).
+  bool stop();
   ClusterReport report();
 
  private:
   void run();
   void heartbeats();
+  void markFinished();
   // One round; without collectives (they failed, or peers are gone) through the store only.
   void round(bool collectives);
   void finalRound();
@@ -50,7 +52,11 @@ class Reporter {
   StoreSource source_;
   std::unique_ptr<Aggregator> aggregator_;
   bool setupTried_ = false;
-  c10d::Store* store_ = nullptr;  // the aggregator's store (gloo), for heartbeats
+  // The aggregator's store (gloo), for heartbeats, the stop barrier and degraded rounds; null
+  // once any call on it failed: a store whose server died can make later calls spin, so it is
+  // never touched again.
+  std::atomic<c10d::Store*> store_{nullptr};
+  void loseStore(const std::string& why);
   std::unique_ptr<StragglerDetector> detector_;
   Attribution pendingAttribution_;
   std::vector<double> lastHeartbeat_;  // rank 0, degraded: last heartbeat value seen per rank
@@ -61,6 +67,8 @@ class Reporter {
   std::mutex wakeMutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  int finishedThreads_ = 0;
+  bool detached_ = false;
   std::atomic<bool> storeReady_{false};
   std::thread thread_;
   std::thread heartbeatThread_;

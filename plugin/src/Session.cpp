@@ -73,9 +73,16 @@ Window Session::takeWindow() {
 }
 
 bool Session::clusterReport(ClusterReport* out) {
-  if (!reporter_ || topology_.rank != 0) return false;
-  *out = reporter_->report();
-  return true;
+  if (topology_.rank != 0) return false;
+  if (reporter_) {
+    *out = reporter_->report();
+    return true;
+  }
+  if (cluster_) {
+    *out = *cluster_;
+    return true;
+  }
+  return false;
 }
 
 void Session::begin() {
@@ -210,7 +217,10 @@ void Session::finish() {
     backwardHandle_ = fusedHandle_ = collectiveHandle_ = 0;
   }
   // The last round (bounded by the round timeout) sees everything up to here.
-  if (reporter_) reporter_->stop();
+  if (reporter_ && !reporter_->stop()) {
+    cluster_ = std::make_unique<ClusterReport>(reporter_->report());
+    reporter_.release();  // its threads still use it: left allocated, like retired sessions
+  }
   CpuAllocatorTracker::setEnabled(false);
   {
     std::lock_guard<std::mutex> lock(statsMutex_);

@@ -112,6 +112,7 @@ class Session {
   int64_t windowStartNs_ = 0;
   std::atomic<int64_t> collectiveNs_{0};
   std::unique_ptr<Reporter> reporter_;
+  std::unique_ptr<ClusterReport> cluster_;  // kept when the reporter had to be left behind
   std::unordered_map<uint64_t, CallRecord> pendingBackward_;
   RunInfo run_;
 };

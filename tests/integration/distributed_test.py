@@ -9,6 +9,7 @@ Cases:
   mpirun4_straggler   the same under mpirun with ATTNSCOPE_AGGREGATION=mpi
   kill4               SIGKILL rank 3 of 4 mid-run: the others report it missing within 3
                       intervals and finish cleanly; nothing hangs
+  kill_store_host4    SIGKILL rank 0, which serves the store: the others finish cleanly
 """
 import json
 import os
@@ -216,6 +217,28 @@ def case_kill4(tmp):
     for r in range(3):
         check(load(tmp, r)["run"]["steps_seen"] > 0, f"rank {r} wrote no per-rank summary")
     print("survivors exited with", codes, "; rank 0's summary lists rank 3 missing")
+
+
+def case_kill_store_host4(tmp):
+    """SIGKILL rank 0, which serves attnscope's store: the others lose the store and the
+    collectives, keep their per-rank output, and still stop within a bounded time."""
+    env = base_env(tmp, 0.5)
+    env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "10",
+                                        "--grad-sync", "none"], tmp)
+    time.sleep(5)
+    check(all(p.poll() is None for p in procs), "a rank ended before the kill")
+    procs[0].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    # Each survivor trains to 10 s, then stop() is bounded by 2 x round timeout + 5 s.
+    codes = wait_all(procs[1:], deadline=5 + 2 * 2 + 5 + 20)
+    print(f"survivors exited with {codes} {time.time() - killed_at:.1f}s after the kill")
+    check(codes == [0, 0, 0], f"survivors exited with {codes}")
+    for r in (1, 2, 3):
+        check(load(tmp, r)["run"]["steps_seen"] > 0, f"rank {r} wrote no per-rank summary")
+        log = open(os.path.join(tmp, f"err-{r}.log")).read()
+        check("aggregation failed" in log or "store unreachable" in log or "heartbeat" in log,
+              f"rank {r} logged nothing about the lost store: {log[-800:]}")
 
 
 def main():
