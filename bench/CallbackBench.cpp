@@ -25,6 +25,30 @@ attnscope::Config benchConfig() {
   return c;
 }
 
+// Keeps an attention scope open around the measured ops, reopened every 256 of them as a layer
+// would be (its own cost is amortised in), with a step every 64 calls (which clears the links).
+class ScopeCycler {
+ public:
+  explicit ScopeCycler(bool active) : active_(active) { open(); }
+  ~ScopeCycler() { scope_.reset(); }
+  void tick() {
+    if (!active_ || ++ops_ < 256) return;
+    ops_ = 0;
+    scope_.reset();
+    if (++calls_ % 64 == 0) attnscope::step();
+    open();
+  }
+
+ private:
+  void open() {
+    if (active_) scope_ = std::make_unique<attnscope::AttentionScope>("bench.attn");
+  }
+  bool active_;
+  int ops_ = 0;
+  int calls_ = 0;
+  std::unique_ptr<attnscope::AttentionScope> scope_;
+};
+
 // A cheap op, in place (no allocation) or out of place (one allocation and free), so that the
 // callback's share is as visible as it gets.
 void runOps(benchmark::State& state, bool allocate) {
@@ -55,23 +79,17 @@ void BM_OpInsideScope(benchmark::State& state) {
   const bool allocate = state.range(0) != 0;
   auto a = at::ones({8});
   auto b = at::ones({8});
-  // The scope is reopened every 256 ops, as a layer would be; its own cost is amortised in.
-  constexpr int kOpsPerScope = 256;
-  int inScope = 0;
-  auto* scope = new attnscope::AttentionScope("bench.attn");
-  for (auto _ : state) {
-    if (allocate) {
-      benchmark::DoNotOptimize(at::add(a, b));
-    } else {
-      benchmark::DoNotOptimize(a.add_(b));
-    }
-    if (++inScope == kOpsPerScope) {
-      delete scope;
-      scope = new attnscope::AttentionScope("bench.attn");
-      inScope = 0;
+  {
+    ScopeCycler scope(true);
+    for (auto _ : state) {
+      if (allocate) {
+        benchmark::DoNotOptimize(at::add(a, b));
+      } else {
+        benchmark::DoNotOptimize(a.add_(b));
+      }
+      scope.tick();
     }
   }
-  delete scope;
   attnscope::step();
   attnscope::stop();
 }
@@ -116,20 +134,15 @@ void recordFunctions(benchmark::State& state, bool inScope) {
   }
   int64_t seq = 0;
   size_t i = 0;
-  int inThisScope = 0;
-  auto* scope = inScope ? new attnscope::AttentionScope("bench.attn") : nullptr;
+  ScopeCycler scope(inScope);
   for (auto _ : state) {
-    at::RecordFunction guard(at::RecordScope::FUNCTION);
-    if (guard.isActive()) guard.before(schemas[i], seq++);
-    if (++i == schemas.size()) i = 0;
-    if (inScope && ++inThisScope == 256) {
-      delete scope;
-      if (seq % (256 * 64) == 0) attnscope::step();  // a step every 64 calls clears the links
-      scope = new attnscope::AttentionScope("bench.attn");
-      inThisScope = 0;
+    {
+      at::RecordFunction guard(at::RecordScope::FUNCTION);
+      if (guard.isActive()) guard.before(schemas[i], seq++);
     }
+    if (++i == schemas.size()) i = 0;
+    scope.tick();
   }
-  delete scope;
 }
 
 void BM_RecordFunctionEmptyCallback(benchmark::State& state) {
@@ -153,18 +166,14 @@ void BM_CpuAllocation(benchmark::State& state) {
   const bool inScope = state.range(0) != 0;
   attnscope::start(benchConfig());
   c10::Allocator* allocator = c10::GetCPUAllocator();
-  auto* scope = inScope ? new attnscope::AttentionScope("bench.attn") : nullptr;
-  int n = 0;
-  for (auto _ : state) {
-    c10::DataPtr p = allocator->allocate(256);
-    benchmark::DoNotOptimize(p.get());
-    if (inScope && ++n == 256) {
-      delete scope;
-      scope = new attnscope::AttentionScope("bench.attn");
-      n = 0;
+  {
+    ScopeCycler scope(inScope);
+    for (auto _ : state) {
+      c10::DataPtr p = allocator->allocate(256);
+      benchmark::DoNotOptimize(p.get());
+      scope.tick();
     }
   }
-  delete scope;
   attnscope::step();
   attnscope::stop();
 }

@@ -65,6 +65,38 @@ RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
 
 }  // namespace
 
+namespace {
+
+// The episode of `rank` that was still going in the previous round, if any.
+StragglerFinding* ongoingEpisode(std::vector<StragglerFinding>& episodes, int32_t rank,
+                                 uint64_t round) {
+  for (StragglerFinding& f : episodes) {
+    if (f.rank == rank && f.lastRound + 1 == round) return &f;
+  }
+  return nullptr;
+}
+
+// While `active`, extends the rank's ongoing episode to this round, or opens (and logs) a new
+// one. Returns the episode, or null when not active.
+StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const RankStatus& s,
+                                bool active, uint64_t round, const std::vector<std::string>& names) {
+  if (!active) return nullptr;
+  StragglerFinding* f = ongoingEpisode(*episodes, s.rank, round);
+  const std::string description = StragglerDetector::describe(s, names);
+  if (f == nullptr) {
+    episodes->emplace_back();
+    f = &episodes->back();
+    f->rank = s.rank;
+    f->firstRound = round;
+    ATTNSCOPE_LOG(kWarn, description);
+  }
+  f->lastRound = round;
+  f->description = description;
+  return f;
+}
+
+}  // namespace
+
 Reporter::Reporter(Session& session, const Config& config, const Topology& topology,
                    StoreSource source)
     : session_(session), config_(config), topology_(topology), source_(std::move(source)) {
@@ -335,48 +367,22 @@ void Reporter::conclude(const std::vector<RankWindow>& windows,
   report_.last = r;
   for (const RankStatus& s : r.ranks) {
     // Straggler episodes: logged when they begin, extended while they last.
-    StragglerFinding* open = nullptr;
-    for (StragglerFinding& f : report_.stragglers) {
-      if (f.rank == s.rank && f.lastRound + 1 == r.round) open = &f;
-    }
-    if (s.straggler) {
-      if (open == nullptr) {
-        report_.stragglers.emplace_back();
-        open = &report_.stragglers.back();
-        open->rank = s.rank;
-        open->firstRound = r.round;
-        ATTNSCOPE_LOG(kWarn, StragglerDetector::describe(s, names));
-      }
-      open->lastRound = r.round;
-      open->maxScore = std::max(open->maxScore, s.score);
+    const bool wasStraggler = ongoingEpisode(report_.stragglers, s.rank, r.round) != nullptr;
+    if (StragglerFinding* f = extendEpisode(&report_.stragglers, s, s.straggler, r.round, names)) {
+      f->maxScore = std::max(f->maxScore, s.score);
       if (s.window.topLayer >= 0) {
-        open->layer = static_cast<size_t>(s.window.topLayer) < names.size()
-                          ? names[s.window.topLayer]
-                          : "layer " + std::to_string(s.window.topLayer);
-        open->phase = s.window.topPhase;
-        open->kind = s.window.topKind;
-        open->share = s.window.topShare;
+        f->layer = static_cast<size_t>(s.window.topLayer) < names.size()
+                       ? names[s.window.topLayer]
+                       : "layer " + std::to_string(s.window.topLayer);
+        f->phase = s.window.topPhase;
+        f->kind = s.window.topKind;
+        f->share = s.window.topShare;
       }
-      open->description = StragglerDetector::describe(s, names);
-    } else if (open != nullptr) {
+    } else if (wasStraggler) {
       ATTNSCOPE_LOG(kInfo, "rank " << s.rank << " is no longer a straggler");
     }
-    // Hangs and missing ranks: logged once per episode.
-    StragglerFinding* hang = nullptr;
-    for (StragglerFinding& f : report_.hangs) {
-      if (f.rank == s.rank && f.lastRound + 1 == r.round) hang = &f;
-    }
-    if (s.hung || s.missing) {
-      if (hang == nullptr) {
-        report_.hangs.emplace_back();
-        hang = &report_.hangs.back();
-        hang->rank = s.rank;
-        hang->firstRound = r.round;
-        ATTNSCOPE_LOG(kWarn, StragglerDetector::describe(s, names));
-      }
-      hang->lastRound = r.round;
-      hang->description = StragglerDetector::describe(s, names);
-    }
+    // Hangs and missing ranks, the same way.
+    extendEpisode(&report_.hangs, s, s.hung || s.missing, r.round, names);
   }
 }
 

@@ -142,13 +142,15 @@ def case_gloo2_sums(tmp):
 
 
 def case_gloo4_no_straggler(tmp):
-    env = base_env(tmp, 0.3)
-    procs = spawn_ranks(4, env, TINY + ["--steps", "1200"], tmp)
+    # 1 s windows (the default is 10 s): 4 ranks share 2 cores here, and shorter windows are
+    # dominated by which process the scheduler preempted.
+    env = base_env(tmp, 1.0)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "32"], tmp)
     codes = wait_all(procs)
     check(codes == [0] * 4, f"exit codes {codes}")
     summaries = assert_sums(tmp, 4)
     cluster = summaries[0]["cluster"]
-    check(cluster["rounds"] >= 15, f"only {cluster['rounds']} windows")
+    check(cluster["rounds"] >= 25, f"only {cluster['rounds']} windows")
     check(cluster["stragglers"] == [], f"false straggler: {cluster['stragglers']}")
     check(cluster["hangs"] == [], f"false hang/missing: {cluster['hangs']}")
     print("no straggler over", cluster["rounds"], "windows of 4 ranks")
