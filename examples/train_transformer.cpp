@@ -180,7 +180,12 @@ int main(int argc, char** argv) {
           c10::make_intrusive<c10d::PrefixStore>("train_transformer/", store), rank, world,
           groupOptions);
     }
-    attnscope::start(config, {store, rank, world});
+    attnscope::DistributedOptions distributed;
+    distributed.store = store;  // attnscope forms its own group on the job's rendezvous
+    distributed.processGroup = group;  // read for rank and size only
+    distributed.rank = rank;
+    distributed.worldSize = world;
+    attnscope::start(config, distributed);
   } catch (const std::invalid_argument& e) {
     std::cerr << "train_transformer: " << e.what() << "\n";
     return 2;

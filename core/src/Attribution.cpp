@@ -2,6 +2,12 @@
 
 namespace attnscope {
 
+double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps) {
+  if (sampledSteps == 0) return 0;
+  const LogHistogram& h = cell.seconds;
+  return h.quantile(0.5) * static_cast<double>(h.count()) / static_cast<double>(sampledSteps);
+}
+
 Attribution attributeExcess(const StatsTable& mine, uint64_t mySampledSteps,
                             const StatsTable& cluster, uint64_t clusterSampledSteps) {
   Attribution best;
@@ -16,11 +22,10 @@ Attribution attributeExcess(const StatsTable& mine, uint64_t mySampledSteps,
       const PhaseStats* pc = c[l].phases[p].get();
       for (int k = 0; k < kNumOpKinds; ++k) {
         if (!pa->kinds[k]) continue;
-        const double own = pa->kinds[k]->seconds.sum() / static_cast<double>(mySampledSteps);
-        const double mean = pc && pc->kinds[k]
-                                ? pc->kinds[k]->seconds.sum() / static_cast<double>(clusterSampledSteps)
-                                : 0.0;
-        const double excess = own - mean;
+        const double own = typicalSecondsPerStep(*pa->kinds[k], mySampledSteps);
+        const double typical =
+            pc && pc->kinds[k] ? typicalSecondsPerStep(*pc->kinds[k], clusterSampledSteps) : 0.0;
+        const double excess = own - typical;
         if (excess <= 0) continue;
         total += excess;
         if (excess > top) {

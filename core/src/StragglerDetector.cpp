@@ -106,7 +106,9 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
   const size_t n = static_cast<size_t>(worldSize_);
   const RankWindow absent;
   auto report = [&](size_t r) -> const RankWindow& { return r < windows.size() ? windows[r] : absent; };
-  auto sampled = [&](size_t r) { return report(r).present && report(r).sampledSteps > 0; };
+  auto sampled = [&](size_t r) {
+    return report(r).present && report(r).sampledSteps >= static_cast<uint32_t>(options_.minSampledSteps);
+  };
 
   ClusterRound next;
   next.round = last_.round + 1;

@@ -10,6 +10,9 @@
 #if ATTNSCOPE_WITH_MPI
 #include "MpiAggregator.h"
 #endif
+#if ATTNSCOPE_WITH_NCCL
+#include "NcclAggregator.h"
+#endif
 
 namespace attnscope {
 namespace detail {
@@ -55,7 +58,7 @@ c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& 
 bool aggregationAvailable(Aggregation aggregation) {
   switch (aggregation) {
     case Aggregation::kNccl:
-      return false;  // ProcessGroupNCCL needs a CUDA LibTorch: the GPU build adds it
+      return ATTNSCOPE_WITH_NCCL != 0;  // ProcessGroupNCCL needs a CUDA LibTorch
     case Aggregation::kMpi:
       return ATTNSCOPE_WITH_MPI != 0;
     default:
@@ -88,8 +91,14 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         return nullptr;
 #endif
       case Aggregation::kNccl:
+#if ATTNSCOPE_WITH_NCCL
+        return std::make_unique<NcclAggregator>(openStore(topology, source, timeout, storePort),
+                                                topology.rank, topology.worldSize,
+                                                topology.localRank, timeout);
+#else
         *error = "this build has no NCCL";
         return nullptr;
+#endif
     }
   } catch (const std::exception& e) {
     *error = firstLine(e.what());

@@ -40,6 +40,10 @@ const char* version() { return ATTNSCOPE_VERSION; }
 void start(const Config& config, const DistributedOptions& distributed) {
   config.validate();
   Topology topology = Topology::fromEnvironment();
+  if (distributed.processGroup) {
+    topology.rank = distributed.processGroup->getRank();
+    topology.worldSize = distributed.processGroup->getSize();
+  }
   if (distributed.worldSize > 0) topology.worldSize = distributed.worldSize;
   if (distributed.rank >= 0) topology.rank = distributed.rank;
   if (topology.rank >= topology.worldSize) {
@@ -51,7 +55,7 @@ void start(const Config& config, const DistributedOptions& distributed) {
     throw std::invalid_argument(
         std::string(kEnvAggregation) + "=\"" + aggregationName(config.aggregation) +
         "\" is not available in this build (" +
-        (config.aggregation == Aggregation::kNccl ? "LibTorch without CUDA" : "built without MPI") +
+        (config.aggregation == Aggregation::kNccl ? "LibTorch without CUDA/NCCL" : "built without MPI") +
         "); allowed: auto, gloo, local, none" + (detail::aggregationAvailable(Aggregation::kMpi) ? ", mpi" : ""));
   }
   std::lock_guard<std::mutex> lock(gLifecycleMutex);

@@ -40,18 +40,17 @@ RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
   r.sampledSteps = static_cast<uint32_t>(w.sampledSteps);
   r.windowSeconds = w.seconds;
   r.stepSeconds = w.steps > 0 ? w.seconds / static_cast<double>(w.steps) : 0;
-  double forward = 0, backward = 0;
+  // Typical attention time per step: per layer and phase, the median call × calls per step.
   for (const LayerStats& layer : w.stats.layers()) {
     for (int p = 0; p < kNumPhases; ++p) {
       const PhaseStats* phase = layer.phases[p].get();
       if (phase == nullptr) continue;
-      (p == static_cast<int>(Phase::kBackward) ? backward : forward) += phase->call.seconds.sum();
+      const double seconds = typicalSecondsPerStep(phase->call, w.sampledSteps);
+      (p == static_cast<int>(Phase::kBackward) ? r.backwardSeconds : r.forwardSeconds) += seconds;
       r.peakBytes = std::max(r.peakBytes, phase->call.peak);
     }
   }
   if (w.sampledSteps > 0) {
-    r.forwardSeconds = forward / static_cast<double>(w.sampledSteps);
-    r.backwardSeconds = backward / static_cast<double>(w.sampledSteps);
     r.collectiveWaitSeconds = w.collectiveSeconds / static_cast<double>(w.sampledSteps);
   }
   r.layersChecksum = w.stats.layersChecksum();
@@ -105,6 +104,7 @@ Reporter::Reporter(Session& session, const Config& config, const Topology& topol
     options.threshold = config.stragglerThreshold;
     options.windows = static_cast<int>(config.stragglerWindows);
     options.hangSeconds = config.hangSeconds;
+    options.minSampledSteps = 3;
     detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, options);
   }
   report_.aggregation = aggregationName(config.aggregation);

@@ -10,6 +10,7 @@
 // attnscope never uses the job's process group: it forms its own on the store.
 
 #include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "attnscope/attnscope.h"
@@ -18,8 +19,10 @@ namespace attnscope {
 
 struct DistributedOptions {
   c10::intrusive_ptr<c10d::Store> store;  // null: torchrun's agent store or attnscope's own
-  int rank = -1;                          // -1: from the environment
+  int rank = -1;                          // -1: from processGroup, else the environment
   int worldSize = -1;
+  // The job's group, read for its rank and size only: attnscope never sends on it.
+  c10::intrusive_ptr<c10d::ProcessGroup> processGroup;
 };
 
 // \throw std::invalid_argument for a bad configuration or a rank outside [0, worldSize).

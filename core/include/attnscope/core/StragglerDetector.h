@@ -44,6 +44,9 @@ struct StragglerOptions {
   double threshold = 1.2;     // ATTNSCOPE_STRAGGLER_THRESHOLD
   int windows = 3;            // ATTNSCOPE_STRAGGLER_WINDOWS
   double hangSeconds = 300;   // ATTNSCOPE_HANG_S
+  // A window with fewer sampled steps (the short last window at stop, a window cut by sampling)
+  // is too small to score: it leaves the rank's count as it was.
+  int minSampledSteps = 1;
 };
 
 // The cross-rank picture after one round.
@@ -77,7 +80,7 @@ struct ClusterRound {
 // LibTorch; rank 0 (and every rank that wants to) feeds it each round's gathered windows.
 //
 // Score of a rank for a window: its attention time per sampled step over the median of the present
-// ranks that sampled a step in the window. A rank is a straggler once its score exceeded the
+// ranks that sampled at least minSampledSteps steps in the window. A rank is a straggler once its score exceeded the
 // threshold in `windows` consecutive windows in which it sampled; a window without a sampled step
 // leaves its count as it was; a window at or below the threshold resets it.
 // Hung: a present rank whose lastStep has not changed for >= hangSeconds while at least one other
