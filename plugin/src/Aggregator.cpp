@@ -5,14 +5,12 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "GlooAggregator.h"
+#include "C10dAggregator.h"
 #include "attnscope/core/Log.h"
 #if ATTNSCOPE_WITH_MPI
 #include "MpiAggregator.h"
 #endif
-#if ATTNSCOPE_WITH_NCCL
-#include "NcclAggregator.h"
-#endif
+
 
 namespace attnscope {
 namespace detail {
@@ -81,8 +79,8 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         if (topology.worldSize == 1 && aggregation == Aggregation::kAuto) {
           return std::make_unique<LocalAggregator>();
         }
-        return std::make_unique<GlooAggregator>(openStore(topology, source, timeout, storePort),
-                                                topology.rank, topology.worldSize, timeout);
+        return C10dAggregator::gloo(openStore(topology, source, timeout, storePort), topology.rank,
+                                    topology.worldSize, timeout);
       case Aggregation::kMpi:
 #if ATTNSCOPE_WITH_MPI
         return std::make_unique<MpiAggregator>(topology.rank, topology.worldSize, timeout);
@@ -92,9 +90,8 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
 #endif
       case Aggregation::kNccl:
 #if ATTNSCOPE_WITH_NCCL
-        return std::make_unique<NcclAggregator>(openStore(topology, source, timeout, storePort),
-                                                topology.rank, topology.worldSize,
-                                                topology.localRank, timeout);
+        return C10dAggregator::nccl(openStore(topology, source, timeout, storePort), topology.rank,
+                                    topology.worldSize, topology.localRank, timeout);
 #else
         *error = "this build has no NCCL";
         return nullptr;
