@@ -216,17 +216,16 @@ void Session::finish() {
     if (collectiveHandle_ != 0) at::removeCallback(collectiveHandle_);
     backwardHandle_ = fusedHandle_ = collectiveHandle_ = 0;
   }
+  CpuAllocatorTracker::setEnabled(false);
+  {
+    std::lock_guard<std::mutex> lock(statsMutex_);
+    fold();  // backward records of a step that step() did not end
+    run_.stopUnixSeconds = unixNow();
+  }
   // The last round (bounded by the round timeout) sees everything up to here.
   if (reporter_ && !reporter_->stop()) {
     cluster_ = std::make_unique<ClusterReport>(reporter_->report());
     reporter_.release();  // its threads still use it: left allocated, like retired sessions
-  }
-  CpuAllocatorTracker::setEnabled(false);
-  {
-    std::lock_guard<std::mutex> lock(statsMutex_);
-    fold();
-    // A step still open at stop counts when it recorded something.
-    run_.stopUnixSeconds = unixNow();
   }
   const RunInfo run = runInfo();
   const StatsTable stats = statistics();
