@@ -138,6 +138,9 @@ def case_gloo2_sums(tmp):
     summaries = assert_sums(tmp, 2)
     check(summaries[0]["cluster"]["rounds"] >= 3, "fewer than 3 rounds")
     check(summaries[0]["cluster"]["stragglers"] == [], "a straggler without injection")
+    # The job's own gradient all-reduce was observed on every rank.
+    waits = [r["collective_wait_seconds_per_step"] for r in summaries[0]["cluster"]["ranks"]]
+    check(all(w > 0 for w in waits), f"collective wait not observed: {waits}")
     print("cluster statistics equal the sum of 2 ranks' over", summaries[0]["cluster"]["rounds"], "rounds")
 
 
