@@ -125,10 +125,9 @@ bool Reporter::stop() {
   // then leave them behind rather than hang the training process at exit.
   const auto limit = std::chrono::milliseconds(
       static_cast<int64_t>(2 * config_.roundTimeoutSeconds * 1000 + 5000));
-  const int threads = heartbeatThread_.joinable() ? 2 : 1;
   std::unique_lock<std::mutex> lock(wakeMutex_);
-  const bool done = wake_.wait_for(lock, limit, [&] { return finishedThreads_ == threads; });
-  lock.unlock();
+  const bool done =
+      wake_.wait_for(lock, limit, [&] { return finishedThreads_ == expectedThreads_; });
   if (!done) {
     ATTNSCOPE_LOG(kError, "the reporter did not finish within " << limit.count()
                               << " ms (a store or collective call does not return); leaving it behind");
@@ -137,6 +136,7 @@ bool Reporter::stop() {
     detached_ = true;
     return false;
   }
+  lock.unlock();
   if (thread_.joinable()) thread_.join();
   if (heartbeatThread_.joinable()) heartbeatThread_.join();
   return true;
@@ -183,6 +183,8 @@ void Reporter::run() {
   }
   if (aggregator_ && aggregator_->store() != nullptr) {
     store_.store(aggregator_->store());
+    std::lock_guard<std::mutex> lock(wakeMutex_);  // stop() reads both under this lock
+    ++expectedThreads_;
     heartbeatThread_ = std::thread([this] { heartbeats(); });
   }
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));

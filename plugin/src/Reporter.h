@@ -67,6 +67,7 @@ class Reporter {
   std::mutex wakeMutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  int expectedThreads_ = 1;  // the reporter, and the heartbeat thread once it starts
   int finishedThreads_ = 0;
   bool detached_ = false;
   std::atomic<bool> storeReady_{false};
