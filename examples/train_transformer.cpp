@@ -2,6 +2,7 @@
 //
 //   ATTNSCOPE_SUMMARY_JSON=/tmp/s-{rank}.json build/examples/train_transformer --layers 4 --steps 20
 #include <chrono>
+#include <thread>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
@@ -28,6 +29,9 @@ struct Options {
   int64_t timeoutS = 120;
   bool gradSync = true;  // --grad-sync gloo|none
   double durationS = 0;  // stop after this many seconds of training (0: run all --steps)
+  int64_t stallRank = -1;  // this rank stops stepping (sleeps) ...
+  double stallAfterS = 0;  // ... this many seconds into training ...
+  double stallForS = 0;    // ... for this long: a hang, for hang detection
   bool quiet = false;
 };
 
@@ -36,13 +40,14 @@ void usage(std::ostream& out) {
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
          "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
          "                         [--timeout-s S] [--grad-sync gloo|none] [--duration-s S]\n"
-         "                         [--quiet]\n"
+         "                         [--stall-rank R --stall-after-s S --stall-for-s T] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
          "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced over a c10d Gloo group.\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
          "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
-         "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n";
+         "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n"
+         "--stall-rank R makes rank R stop stepping for T seconds after S seconds (a hang).\n";
 }
 
 int64_t intArg(const std::string& flag, const char* value, int64_t lo, int64_t hi) {
@@ -96,6 +101,9 @@ Options parse(int argc, char** argv) {
     else if (flag == "--slow-layer") m.slowLayer = intArg(flag, v, 0, 255);
     else if (flag == "--timeout-s") o.timeoutS = intArg(flag, v, 1, 86400);
     else if (flag == "--duration-s") o.durationS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--stall-rank") o.stallRank = intArg(flag, v, 0, 1 << 24);
+    else if (flag == "--stall-after-s") o.stallAfterS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--stall-for-s") o.stallForS = realArg(flag, v, 0.0, 1e7);
     else if (flag == "--grad-sync") {
       const std::string mode = v;
       if (mode != "gloo" && mode != "none") {
@@ -199,7 +207,13 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     const auto began = std::chrono::steady_clock::now();
+    bool stalled = false;
     for (int64_t step = 0; step < o.steps; ++step) {
+      if (o.stallRank == rank && !stalled &&
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.stallAfterS) {
+        stalled = true;  // a rank stuck in its step: no step ends, the plugin's threads go on
+        std::this_thread::sleep_for(std::chrono::duration<double>(o.stallForS));
+      }
       if (o.durationS > 0) {
         bool over =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS;

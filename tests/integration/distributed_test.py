@@ -10,6 +10,7 @@ Cases:
   kill4               SIGKILL rank 3 of 4 mid-run: the others report it missing within 3
                       intervals and finish cleanly; nothing hangs
   kill_store_host4    SIGKILL rank 0, which serves the store: the others finish cleanly
+  hang3               rank 1 stops stepping for 8 s: reported hung, then no longer
 """
 import json
 import os
@@ -244,6 +245,29 @@ def case_kill_store_host4(tmp):
         log = open(os.path.join(tmp, f"err-{r}.log")).read()
         check("aggregation failed" in log or "store unreachable" in log or "heartbeat" in log,
               f"rank {r} logged nothing about the lost store: {log[-800:]}")
+
+
+def case_hang3(tmp):
+    """Rank 1 stops stepping for 8 s while ranks 0 and 2 go on: reported hung after
+    ATTNSCOPE_HANG_S, and no longer once it moves again."""
+    env = base_env(tmp, 0.5)
+    env["ATTNSCOPE_HANG_S"] = "2"
+    procs = spawn_ranks(3, env, TINY + ["--steps", "100000000", "--duration-s", "16",
+                                        "--grad-sync", "none", "--stall-rank", "1",
+                                        "--stall-after-s", "3", "--stall-for-s", "8"], tmp)
+    codes = wait_all(procs, deadline=90)
+    check(codes == [0, 0, 0], f"exit codes {codes}")
+    log0 = open(os.path.join(tmp, "err-0.log")).read()
+    check("rank 1: step counter stalled at" in log0, "no hang line in rank 0's log: " + log0[-1500:])
+    cluster = load(tmp, 0)["cluster"]
+    hangs = [h for h in cluster["hangs"] if h["rank"] == 1]
+    check(len(hangs) == 1 and "stalled" in hangs[0]["description"], f"hang episodes: {cluster['hangs']}")
+    check([h for h in cluster["hangs"] if h["rank"] != 1] == [], f"other ranks hung: {cluster['hangs']}")
+    # Stalled 8 s with a 2 s threshold at 0.5 s rounds: the episode spans about 12 rounds.
+    span = hangs[0]["last_round"] - hangs[0]["first_round"] + 1
+    check(8 <= span <= 16, f"hang episode of {span} rounds")
+    check(not cluster["ranks"][1]["hung"], "rank 1 still hung after it moved again")
+    print("rank 1 hung for", span, "rounds:", hangs[0]["description"])
 
 
 def main():
