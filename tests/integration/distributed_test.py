@@ -186,17 +186,22 @@ def case_mpirun4_straggler(tmp):
     assert_straggler(tmp, 4, 2, 1, p.stderr)
 
 
-def case_kill4(tmp):
-    interval = 0.5
+def start_and_kill(tmp, interval, duration, kill_after, victim):
+    """4 ranks that train on their own (no gradient all-reduce, so the survivors can go on after
+    a death) for `duration` seconds; SIGKILL `victim` after `kill_after` seconds."""
     env = base_env(tmp, interval)
     env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
-    # Ranks train on their own (no gradient all-reduce) so the survivors can go on after a death.
-    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "14",
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", str(duration),
                                         "--grad-sync", "none"], tmp)
-    time.sleep(6)
+    time.sleep(kill_after)
     check(all(p.poll() is None for p in procs), "a rank ended before the kill")
-    procs[3].send_signal(signal.SIGKILL)
-    killed_at = time.time()
+    procs[victim].send_signal(signal.SIGKILL)
+    return procs, time.time()
+
+
+def case_kill4(tmp):
+    interval = 0.5
+    procs, killed_at = start_and_kill(tmp, interval, duration=14, kill_after=6, victim=3)
     # Watch rank 0's log for the missing report.
     log0 = os.path.join(tmp, "err-0.log")
     reported_after = None
@@ -228,14 +233,7 @@ def case_kill4(tmp):
 def case_kill_store_host4(tmp):
     """SIGKILL rank 0, which serves attnscope's store: the others lose the store and the
     collectives, keep their per-rank output, and still stop within a bounded time."""
-    env = base_env(tmp, 0.5)
-    env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
-    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "10",
-                                        "--grad-sync", "none"], tmp)
-    time.sleep(5)
-    check(all(p.poll() is None for p in procs), "a rank ended before the kill")
-    procs[0].send_signal(signal.SIGKILL)
-    killed_at = time.time()
+    procs, killed_at = start_and_kill(tmp, 0.5, duration=10, kill_after=5, victim=0)
     # Each survivor trains to 10 s, then stop() is bounded by 2 x round timeout + 5 s.
     codes = wait_all(procs[1:], deadline=5 + 2 * 2 + 5 + 20)
     print(f"survivors exited with {codes} {time.time() - killed_at:.1f}s after the kill")
