@@ -200,8 +200,8 @@ def start_and_kill(tmp, interval, duration, kill_after, victim):
 
 
 def case_kill4(tmp):
-    interval = 0.5
-    procs, killed_at = start_and_kill(tmp, interval, duration=14, kill_after=6, victim=3)
+    interval = 1.0
+    procs, killed_at = start_and_kill(tmp, interval, duration=16, kill_after=6, victim=3)
     # Watch rank 0's log for the missing report.
     log0 = os.path.join(tmp, "err-0.log")
     reported_after = None
