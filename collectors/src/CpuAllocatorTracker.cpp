@@ -41,14 +41,6 @@ class BlockTable {
     s.blocks.erase(it);
     return true;
   }
-  uint64_t size() {
-    uint64_t n = 0;
-    for (Shard& s : shards_) {
-      std::lock_guard<std::mutex> lock(s.mutex);
-      n += s.blocks.size();
-    }
-    return n;
-  }
 
  private:
   struct Shard {
@@ -124,8 +116,6 @@ void CpuAllocatorTracker::install() {
 }
 
 void CpuAllocatorTracker::setEnabled(bool enabled) { gEnabled.store(enabled); }
-int64_t CpuAllocatorTracker::liveBytes() { return gLive.load(std::memory_order_relaxed); }
-uint64_t CpuAllocatorTracker::liveBlocks() { return blocks().size(); }
 uint64_t CpuAllocatorTracker::allocationsSeen() { return gAllocations.load(std::memory_order_relaxed); }
 
 }  // namespace attnscope

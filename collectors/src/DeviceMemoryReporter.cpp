@@ -16,7 +16,6 @@ namespace {
 namespace profiler = torch::profiler::impl;
 
 std::atomic<uint64_t> gReports{0};
-std::atomic<uint64_t> gShadowed{0};
 
 // Looks like a disabled profiler to torch: profilerEnabled() stays false and a cast to
 // ProfilerStateBase is valid.
@@ -48,8 +47,7 @@ const std::shared_ptr<ReporterState>& reporter() {
 
 bool DeviceMemoryReporter::enter() {
   if (c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE) != nullptr) {
-    gShadowed.fetch_add(1, std::memory_order_relaxed);
-    return false;
+    return false;  // torch.profiler holds the slot: it gets the reports
   }
   c10::ThreadLocalDebugInfo::_push(c10::DebugInfoKind::PROFILER_STATE, reporter());
   return true;
@@ -69,6 +67,5 @@ bool DeviceMemoryReporter::activeOnCurrentThread() {
 }
 
 uint64_t DeviceMemoryReporter::reportsSeen() { return gReports.load(std::memory_order_relaxed); }
-uint64_t DeviceMemoryReporter::regionsShadowed() { return gShadowed.load(std::memory_order_relaxed); }
 
 }  // namespace attnscope

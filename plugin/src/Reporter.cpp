@@ -354,7 +354,7 @@ void Reporter::roundDegraded(RankWindow mine) {
       }
       windows[r].present = true;
     }
-    conclude(windows, session_.statistics().layerNames());
+    conclude(windows, session_.layerNames());
   } catch (const std::exception& e) {
     loseStore(e.what());
   }

@@ -1,7 +1,5 @@
 #include "Session.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -192,6 +190,11 @@ void Session::fold() {
     window_.add(record);
   }
   pendingBackward_.clear();
+}
+
+std::vector<std::string> Session::layerNames() {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  return stats_.layerNames();
 }
 
 StatsTable Session::statistics() {

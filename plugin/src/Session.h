@@ -72,6 +72,7 @@ class Session {
   void finish();
 
   StatsTable statistics();
+  std::vector<std::string> layerNames();
   RunInfo runInfo();
   const Topology& topology() const { return topology_; }
 

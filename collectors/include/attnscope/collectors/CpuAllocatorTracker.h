@@ -20,10 +20,6 @@ class CpuAllocatorTracker {
   // Installs the wrapper once per process (idempotent) and enables it.
   static void install();
   static void setEnabled(bool enabled);
-  // Bytes of remembered blocks still alive (all threads).
-  static int64_t liveBytes();
-  // Blocks remembered and not yet freed.
-  static uint64_t liveBlocks();
   // Allocations seen inside regions since process start.
   static uint64_t allocationsSeen();
 };

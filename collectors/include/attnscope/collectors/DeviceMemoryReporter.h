@@ -24,8 +24,6 @@ class DeviceMemoryReporter {
   static bool activeOnCurrentThread();
   // Accelerator reports received since process start.
   static uint64_t reportsSeen();
-  // Regions where torch.profiler (or another profiler state) held the slot.
-  static uint64_t regionsShadowed();
 };
 
 }  // namespace attnscope
