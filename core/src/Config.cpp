@@ -1,12 +1,15 @@
 #include "attnscope/core/Config.h"
 
+#include <arpa/inet.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
+#include <fstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -22,6 +25,10 @@ constexpr int64_t kMaxMaxLayers = 65536;
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
 constexpr char kAggregationAllowed[] = "one of auto, gloo, nccl, mpi, local, none";
+constexpr char kBindAllowed[] = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
+constexpr char kAuthAllowed[] = "user:password, or @/path/to/file holding user:password";
+constexpr char kUrlAllowed[] = "an http:// URL with a host and a port, such as http://pushgw:9091";
+constexpr char kJobAllowed[] = "letters, digits, '_', '-', '.' (1 to 128 characters)";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
 
@@ -85,6 +92,25 @@ LogLevel parseLogLevel(const std::string& name, const std::string& value) {
   if (v == "info") return LogLevel::kInfo;
   if (v == "debug") return LogLevel::kDebug;
   fail(name, value, "is not a log level", kLogLevelAllowed);
+}
+
+bool isIpv4(const std::string& s) {
+  in_addr addr{};
+  return ::inet_pton(AF_INET, s.c_str(), &addr) == 1;
+}
+
+// A file that can be created: its directory exists and is writable, and it is not a directory.
+void checkWritableFile(const char* name, const std::string& path, const std::string& allowed) {
+  if (path.back() == '/') fail(name, path, "names a directory", allowed);
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    fail(name, path, "is in a directory that does not exist (" + dir + ")", allowed);
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    fail(name, path, "is in a directory that is not writable (" + dir + ")", allowed);
+  }
 }
 
 size_t editDistance(const std::string& a, const std::string& b) {
@@ -162,6 +188,21 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvStorePort, "int", "0", "an integer from 0 to 65535",
        "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
        "provides a store; 0 means MASTER_PORT + 1"},
+      {kEnvPort, "int", "9464", "an integer from 0 to 65535",
+       "Prometheus /metrics port of local rank 0; local rank r serves port + r; 0 turns export off"},
+      {kEnvBind, "string", "0.0.0.0", kBindAllowed, "address the /metrics endpoint listens on"},
+      {kEnvMetricsAuth, "string", "(none)", kAuthAllowed,
+       "HTTP basic auth for /metrics (and push); scrapes without it get 401"},
+      {kEnvMetricsLayers, "bool", "1", kBoolAllowed,
+       "label metrics by layer; 0 sums layers (bounds the series of deep models)"},
+      {kEnvPushgateway, "url", "(none)", kUrlAllowed,
+       "push metrics to this Prometheus push gateway every interval and once more at stop"},
+      {kEnvControlToken, "string", "(none)", "a token of 16 or more printable characters",
+       "enables rank 0's POST /control (pause, resume, sample_every) for requests bearing it"},
+      {kEnvFileSd, "path", "(none)", "a file path in an existing, writable directory",
+       "rank 0 writes a Prometheus file_sd JSON with every rank's endpoint and labels here"},
+      {kEnvJob, "string", "(TORCHELASTIC_RUN_ID or attnscope)", kJobAllowed,
+       "value of the job label on every series"},
   };
   return kVariables;
 }
@@ -195,6 +236,22 @@ bool Config::set(const std::string& name, const std::string& value) {
     roundTimeoutSeconds = parseDouble(name, value, 1.0, 3600.0);
   } else if (name == kEnvStorePort) {
     storePort = parseInt(name, value, 0, 65535);
+  } else if (name == kEnvPort) {
+    port = parseInt(name, value, 0, 65535);
+  } else if (name == kEnvBind) {
+    bind = value;
+  } else if (name == kEnvMetricsAuth) {
+    metricsAuth = value;
+  } else if (name == kEnvMetricsLayers) {
+    metricsLayers = parseBool(name, value);
+  } else if (name == kEnvPushgateway) {
+    pushgateway = value;
+  } else if (name == kEnvControlToken) {
+    controlToken = value;
+  } else if (name == kEnvFileSd) {
+    fileSd = value;
+  } else if (name == kEnvJob) {
+    job = value;
   } else {
     return false;
   }
@@ -229,6 +286,37 @@ void Config::validate() const {
   checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
   checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
   checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
+  checkRange(kEnvPort, static_cast<double>(port), 0, 65535, "an integer from 0 to 65535");
+  if (!isIpv4(bind)) fail(kEnvBind, bind, "is not an IPv4 address", kBindAllowed);
+  if (!metricsAuth.empty()) metricsCredentials();
+  if (!pushgateway.empty()) {
+    const std::string& u = pushgateway;
+    const std::string rest = u.rfind("http://", 0) == 0 ? u.substr(7) : "";
+    const auto colon = rest.find(':');
+    const std::string host = rest.substr(0, colon);
+    std::string portText = colon == std::string::npos ? "" : rest.substr(colon + 1);
+    while (!portText.empty() && portText.back() == '/') portText.pop_back();
+    if (rest.empty() || host.empty() || portText.empty() ||
+        portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5 ||
+        std::stoi(portText) < 1 || std::stoi(portText) > 65535) {
+      fail(kEnvPushgateway, u, "is not an http://host:port URL", kUrlAllowed);
+    }
+  }
+  if (!controlToken.empty()) {
+    bool printable = controlToken.size() >= 16;
+    for (unsigned char c : controlToken) printable = printable && c > 32 && c < 127;
+    if (!printable) {
+      fail(kEnvControlToken, "(" + std::to_string(controlToken.size()) + " characters, not shown)",
+           "is too short or has spaces or control characters",
+           "a token of 16 or more printable characters");
+    }
+  }
+  if (!fileSd.empty()) checkWritableFile(kEnvFileSd, fileSd, "a file path in an existing, writable directory");
+  if (!job.empty()) {
+    bool ok = job.size() <= 128;
+    for (unsigned char c : job) ok = ok && (std::isalnum(c) || c == '_' || c == '-' || c == '.');
+    if (!ok) fail(kEnvJob, job, "has characters a label value should not carry", kJobAllowed);
+  }
   if (!summaryJson.empty()) {
     const std::string allowed = kSummaryAllowed;
     const std::string path = summaryPathForRank(0);
@@ -273,6 +361,24 @@ Config Config::fromEnvironment() {
     vars.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
   return fromVariables(vars);
+}
+
+std::string Config::metricsCredentials() const {
+  if (metricsAuth.empty()) return "";
+  std::string line = metricsAuth;
+  if (line[0] == '@') {
+    std::ifstream in(line.substr(1));
+    if (!in || !std::getline(in, line)) {
+      fail(kEnvMetricsAuth, metricsAuth, "names a file that cannot be read", kAuthAllowed);
+    }
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  }
+  const auto colon = line.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == line.size()) {
+    fail(kEnvMetricsAuth, metricsAuth[0] == '@' ? metricsAuth : "(not shown)",
+         "is not user:password with both parts non-empty", kAuthAllowed);
+  }
+  return line;
 }
 
 std::string Config::summaryPathForRank(int rank) const {

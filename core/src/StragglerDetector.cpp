@@ -64,7 +64,10 @@ std::vector<double> RankWindow::toVector() const {
   v.push_back(static_cast<double>(static_cast<int>(topPhase)));
   v.push_back(static_cast<double>(static_cast<int>(topKind)));
   v.push_back(topShare);
-  v.resize(kVectorSize, 0.0);  // reserved
+  v.push_back(static_cast<double>(controlGeneration));
+  v.push_back(controlPaused ? 1.0 : 0.0);
+  v.push_back(static_cast<double>(controlSampleEvery));
+  v.resize(kVectorSize, 0.0);
   return v;
 }
 
@@ -88,6 +91,9 @@ RankWindow RankWindow::fromVector(const double* v) {
   w.topPhase = toEnum<Phase>(v[i++], Phase::kForward);
   w.topKind = toEnum<OpKind>(v[i++], OpKind::kOther);
   w.topShare = v[i++];
+  w.controlGeneration = toInteger<uint64_t>(v[i++]);
+  w.controlPaused = v[i++] != 0;
+  w.controlSampleEvery = std::max<int64_t>(1, std::min<int64_t>(1000000, toInteger<int64_t>(v[i++])));
   return w;
 }
 

@@ -47,7 +47,15 @@ struct ThreadState {
   // Names for fused ops seen outside any scope: "<op>.<k>", k counting per step on this thread.
   uint64_t fusedStepMark = ~0ULL;
   uint64_t fusedCounter = 0;
+  // attnscope's own time on this thread, flushed to the session when the outermost scope exits.
+  uint64_t overheadTicks = 0;
+  uint32_t callbackCounter = 0;  // one callback in Session::kOverheadSampling is timed
 };
+
+// Whether this callback invocation is one of the timed ones.
+inline bool timedCallback(uint32_t* counter) {
+  return (++*counter % Session::kOverheadSampling) == 0;
+}
 
 // The fast path reads one initial-exec TLS pointer (a single %fs-relative load, where a
 // thread_local object in a shared library costs a __tls_get_addr call); the owner frees the
@@ -86,6 +94,8 @@ void pointMemoryTargets(ThreadState& t) {
 std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn) {
   ThreadState& t = threadState();
   if (t.frames.empty()) return nullptr;  // the callback travelled to another thread's state
+  const bool timed = timedCallback(&t.callbackCounter);
+  const uint64_t entry = timed ? ticks() : 0;
   Frame& f = t.frames.back();
   if (++f.depth == 1) {
     f.opKind = f.classifier.classify(fn.name());
@@ -97,6 +107,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   if (seq >= 0) {
     t.links.emplace_back(seq, Link{f.instance, f.record.layer, f.opKind});
   }
+  if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
   return nullptr;
 }
 
@@ -106,7 +117,8 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   Frame& f = t.frames.back();
   if (f.depth <= 0) return;  // an op that started before this scope opened
   if (--f.depth > 0) return;
-  const uint64_t elapsed = ticks() - f.opT0;
+  const uint64_t entry = ticks();
+  const uint64_t elapsed = entry - f.opT0;
   CallRecord::Kind& k = f.record.kinds[static_cast<int>(f.opKind)];
   k.ns += static_cast<int64_t>(elapsed);  // ticks until the call ends
   k.ops += 1;
@@ -114,6 +126,7 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
   k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
   MemoryTargets::current().op = nullptr;
+  if (timedCallback(&t.callbackCounter)) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
 }
 
 at::RecordFunctionCallback forwardCallback() {
@@ -129,7 +142,10 @@ struct NodeContext final : at::ObserverContext {
   MemoryAccount account;
   MemoryAccount* savedOp = nullptr;
   bool deviceReporter = false;
+  uint64_t startTicks = 0;  // the start callback's own time, when this node is a timed one
 };
+
+thread_local uint32_t tBackwardCounter = 0;
 
 std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& fn) {
   Session* s = currentSession();
@@ -138,8 +154,13 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   if (!s->sampled()) return nullptr;
   const int64_t seq = fn.seqNr();
   if (seq < 0) return nullptr;
+  const bool timed = timedCallback(&tBackwardCounter);
+  const uint64_t entry = timed ? ticks() : 0;
   Link link;
-  if (!s->findLink(fn.forwardThreadId(), seq, &link)) return nullptr;
+  if (!s->findLink(fn.forwardThreadId(), seq, &link)) {
+    if (timed) s->addOverheadTicks((ticks() - entry) * Session::kOverheadSampling);
+    return nullptr;
+  }
   auto ctx = std::make_unique<NodeContext>();
   ctx->session = s;
   ctx->link = link;
@@ -148,16 +169,21 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   targets.op = &ctx->account;
   if (s->deviceMemory()) ctx->deviceReporter = DeviceMemoryReporter::enter();
   ctx->t0 = ticks();
+  if (timed) ctx->startTicks = ctx->t0 - entry + 1;  // +1: timed even when it took no tick
   return ctx;
 }
 
 void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto* node = static_cast<NodeContext*>(ctx);
-  const int64_t ns = TickClock::toNs(ticks() - node->t0);
+  const uint64_t entry = ticks();
+  const int64_t ns = TickClock::toNs(entry - node->t0);
   DeviceMemoryReporter::leave(node->deviceReporter);
   MemoryTargets::current().op = node->savedOp;
   node->session->addBackwardNode(node->link, ns, node->account);
+  if (node->startTicks != 0) {
+    node->session->addOverheadTicks((node->startTicks + ticks() - entry) * Session::kOverheadSampling);
+  }
 }
 
 // Fused attention ops outside any scope open an implicit attention call for their duration.
@@ -231,6 +257,7 @@ at::RecordFunctionCallback Observer::collectiveCallback() {
 void Observer::markInternalThread() { tInternalThread = true; }
 
 bool Observer::enterScope(Session* session, const char* layerName) {
+  const uint64_t entry = ticks();
   const int32_t layer = session->layerId(layerName);
   if (layer < 0) return false;
   ThreadState& t = threadState();
@@ -244,6 +271,7 @@ bool Observer::enterScope(Session* session, const char* layerName) {
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
   if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback());
+  t.overheadTicks += ticks() - entry;
   f.t0 = nowNs();
   return true;
 }
@@ -252,6 +280,7 @@ void Observer::exitScope() {
   ThreadState& t = threadState();
   if (t.frames.empty()) return;
   const int64_t end = nowNs();
+  const uint64_t entry = ticks();
   Frame& f = t.frames.back();
   f.record.ns = end - f.t0;
   for (CallRecord::Kind& k : f.record.kinds) k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
@@ -261,12 +290,18 @@ void Observer::exitScope() {
                             t.links.size() - f.linksBegin);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);
+  Session* session = f.session;
   t.frames.pop_back();
   if (t.frames.empty() && t.forwardHandle != 0) {
     at::removeCallback(t.forwardHandle);
     t.forwardHandle = 0;
   }
   pointMemoryTargets(t);
+  t.overheadTicks += ticks() - entry;
+  if (t.frames.empty()) {
+    session->addOverheadTicks(t.overheadTicks);
+    t.overheadTicks = 0;
+  }
 }
 
 at::RecordFunctionCallback Observer::backwardCallback() {

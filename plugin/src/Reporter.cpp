@@ -108,7 +108,123 @@ Reporter::Reporter(Session& session, const Config& config, const Topology& topol
     detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, options);
   }
   report_.aggregation = aggregationName(config.aggregation);
+  cumulative_ = StatsTable(config.maxLayers);
+  startExport();
   thread_ = std::thread([this] { run(); });
+}
+
+void Reporter::startExport() {
+  identity_.job = !config_.job.empty() ? config_.job : !topology_.runId.empty() ? topology_.runId : "attnscope";
+  identity_.rank = topology_.rank;
+  identity_.localRank = topology_.localRank;
+  identity_.worldSize = topology_.worldSize;
+  identity_.node = topology_.node;
+  identity_.version = session_.runInfo().attnscopeVersion;
+  identity_.torchVersion = session_.runInfo().torchVersion;
+  identity_.aggregation = aggregationName(config_.aggregation);
+  if (config_.port > 0) {
+    MetricsServerOptions options;
+    options.bind = config_.bind;
+    options.port = static_cast<int>(config_.port) + topology_.localRank;
+    if (options.port > 65535) options.port = 0;  // beyond the range: the fallback picks one
+    options.credentials = config_.metricsCredentials();
+    if (topology_.rank == 0) options.controlToken = config_.controlToken;
+    options.sampleEvery = config_.sampleEvery;
+    metrics_ = std::make_unique<MetricsServer>(options);
+    snapshot_ = metrics_->snapshot();
+    if (metrics_->serving()) {
+      ATTNSCOPE_LOG(kDebug, "metrics on http://" << config_.bind << ":" << metrics_->port() << "/metrics");
+    }
+  } else {
+    snapshot_ = std::make_shared<MetricsSnapshot>();
+  }
+  if (!config_.pushgateway.empty()) {
+    pusher_ = std::make_unique<Pusher>(config_.pushgateway, identity_.job,
+                                       topology_.node + "-rank" + std::to_string(topology_.rank),
+                                       config_.metricsCredentials(), snapshot_);
+  }
+  publishMetrics();
+}
+
+void Reporter::publishMetrics() {
+  RankMetrics m;
+  m.run = session_.runInfo();
+  m.forwardSecondsPerStep = lastMine_.forwardSeconds;
+  m.backwardSecondsPerStep = lastMine_.backwardSeconds;
+  m.stepSeconds = lastMine_.stepSeconds;
+  m.overheadSeconds = session_.overheadSeconds();
+  m.paused = session_.paused();
+  m.sampleEvery = session_.sampleEvery();
+  if (metrics_) {
+    m.port = metrics_->port();
+    m.portFallback = metrics_->fallback();
+    m.exporterErrors = metrics_->errors();
+  }
+  if (pusher_) {
+    m.pushes = pusher_->pushes();
+    m.pushErrors = pusher_->errors();
+    m.exporterErrors += m.pushErrors;
+  }
+  const ClusterReport cluster = report();
+  m.rounds = cluster.collectiveRounds;
+  m.roundErrors = cluster.roundErrors;
+  m.degraded = cluster.degraded;
+  m.lastRoundSeconds = cluster.lastRoundSeconds;
+  m.lastRoundBytes = cluster.lastRoundBytes;
+  identity_.aggregation = cluster.aggregation;
+  snapshot_->publish(buildMetrics(identity_, m, cumulative_, config_.metricsLayers,
+                                  detector_ ? &cluster : nullptr));
+  if (pusher_) pusher_->request();
+}
+
+// After the last round: the final figures go out once more, then the port is released.
+void Reporter::finishExport() {
+  publishMetrics();
+  if (pusher_) pusher_->finish(config_.roundTimeoutSeconds);
+  metrics_.reset();
+}
+
+void Reporter::applyControl(uint64_t generation, bool paused, int64_t sampleEvery) {
+  if (generation <= appliedControl_) return;
+  appliedControl_ = generation;
+  session_.setSampling(paused, sampleEvery);
+}
+
+bool Reporter::exchangeEndpoints(std::string* error) {
+  constexpr size_t kHostDoubles = 8;  // 64 bytes of host name
+  std::vector<double> mine(1 + kHostDoubles, 0.0);
+  const std::string host = config_.bind == "0.0.0.0" ? topology_.node : config_.bind;
+  mine[0] = metricsPort();
+  std::memcpy(mine.data() + 1, host.data(), std::min(host.size(), kHostDoubles * sizeof(double) - 1));
+  std::vector<double> all;
+  if (!aggregator_->allGather(mine, &all, error)) return false;
+  endpointsExchanged_ = true;
+  if (topology_.rank != 0) return true;
+  std::vector<ScrapeTarget> targets;
+  for (int r = 0; r < topology_.worldSize; ++r) {
+    const double* v = all.data() + r * mine.size();
+    char name[kHostDoubles * sizeof(double) + 1] = {};
+    std::memcpy(name, v + 1, kHostDoubles * sizeof(double));
+    ScrapeTarget t;
+    t.rank = r;
+    t.localRank = topology_.localWorldSize > 0 ? r % topology_.localWorldSize : 0;
+    t.host = name;
+    t.node = name;
+    t.port = static_cast<int>(v[0]);
+    if (t.port > 0) targets.push_back(t);
+  }
+  writeTargets(targets);
+  return true;
+}
+
+void Reporter::writeTargets(const std::vector<ScrapeTarget>& targets) {
+  if (config_.fileSd.empty()) return;
+  std::string error;
+  if (writeFileSd(config_.fileSd, targets, identity_.job, &error)) {
+    ATTNSCOPE_LOG(kInfo, "Prometheus targets of " << targets.size() << " ranks written to " << config_.fileSd);
+  } else {
+    ATTNSCOPE_LOG(kError, "file_sd not written: " << error);
+  }
 }
 
 Reporter::~Reporter() { stop(); }  // a reporter left behind is never destroyed (Session::finish)
@@ -205,7 +321,9 @@ void Reporter::run() {
       // Collectives report their own failures; what escapes is the store's.
       loseStore(e.what());
     }
+    publishMetrics();
   }
+  finishExport();
   aggregator_.reset();  // MPI finalises here, on the thread that initialised it
   markFinished();
 }
@@ -266,13 +384,35 @@ void Reporter::finalRound() {
 
 void Reporter::round(bool collectives) {
   Window w = session_.takeWindow();
-  const RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
-  if (!aggregator_) return;
+  cumulative_.merge(w.stats);
+  RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
+  if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
+  const ControlState control = metrics_ && topology_.rank == 0 ? metrics_->control() : ControlState{};
+  mine.controlGeneration = control.generation;
+  mine.controlPaused = control.paused;
+  mine.controlSampleEvery = control.sampleEvery;
+  if (!aggregator_) {
+    // Per-rank figures only: rank 0 still serves its own control requests.
+    applyControl(control.generation, control.paused, control.sampleEvery);
+    if (!endpointsExchanged_ && topology_.rank == 0 && topology_.worldSize == 1) {
+      endpointsExchanged_ = true;
+      if (metricsPort() > 0) {
+        writeTargets({ScrapeTarget{0, topology_.localRank, topology_.node,
+                                   config_.bind == "0.0.0.0" ? topology_.node : config_.bind, metricsPort()}});
+      }
+    }
+    return;
+  }
   if (!collectives || !aggregator_->healthy()) {
     roundDegraded(mine);
     return;
   }
   std::string error;
+  if (!endpointsExchanged_ && !exchangeEndpoints(&error)) {
+    fail(error);
+    roundDegraded(mine);
+    return;
+  }
   std::vector<double> all;
   const auto roundStart = std::chrono::steady_clock::now();
   uint64_t bytes = RankWindow::kVectorSize * sizeof(double);
@@ -288,6 +428,9 @@ void Reporter::round(bool collectives) {
     windows.push_back(RankWindow::fromVector(all.data() + r * RankWindow::kVectorSize));
     windows.back().present = true;
     clusterSampled += windows.back().sampledSteps;
+    if (r == 0) {
+      applyControl(windows[0].controlGeneration, windows[0].controlPaused, windows[0].controlSampleEvery);
+    }
     agree = agree && windows.back().numLayers == mine.numLayers &&
             windows.back().layersChecksum == mine.layersChecksum;
   }

@@ -13,6 +13,8 @@
 #include "attnscope/core/Config.h"
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/core/Topology.h"
+#include "attnscope/exporters/Metrics.h"
+#include "attnscope/exporters/MetricsServer.h"
 
 namespace attnscope {
 namespace detail {
@@ -33,8 +35,19 @@ class Reporter {
   // not finish in time and were left behind (the caller must then keep this object alive).
   bool stop();
   ClusterReport report();
+  // The port this rank's /metrics endpoint serves (0: none).
+  int metricsPort() const { return metrics_ ? metrics_->port() : 0; }
 
  private:
+  // Prometheus export: the rank's figures (and rank 0's job summary) for scrapes and pushes.
+  void startExport();
+  void publishMetrics();
+  void finishExport();
+  // Once, at the first collective round: every rank's scrape endpoint, for rank 0's file_sd file.
+  bool exchangeEndpoints(std::string* error);
+  void writeTargets(const std::vector<ScrapeTarget>& targets);
+  void applyControl(uint64_t generation, bool paused, int64_t sampleEvery);
+
   void run();
   void heartbeats();
   void markFinished();
@@ -60,6 +73,15 @@ class Reporter {
   std::unique_ptr<StragglerDetector> detector_;
   Attribution pendingAttribution_;
   std::vector<double> lastHeartbeat_;  // rank 0, degraded: last heartbeat value seen per rank
+
+  std::unique_ptr<MetricsServer> metrics_;
+  std::shared_ptr<MetricsSnapshot> snapshot_;
+  std::unique_ptr<Pusher> pusher_;
+  MetricsIdentity identity_;
+  StatsTable cumulative_;        // this rank's statistics, the windows merged (reporter thread)
+  RankWindow lastMine_;          // this rank's last window scalars
+  uint64_t appliedControl_ = 0;  // newest control generation applied
+  bool endpointsExchanged_ = false;
 
   std::mutex reportMutex_;
   ClusterReport report_;

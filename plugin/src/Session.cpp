@@ -47,6 +47,20 @@ Session::Session(const Config& config, const Topology& topology)
   run_.sampleEvery = config.sampleEvery;
   run_.startUnixSeconds = unixNow();
   windowStartNs_ = nowNs();
+  sampleEvery_.store(config.sampleEvery);
+}
+
+void Session::setSampling(bool paused, int64_t sampleEvery) {
+  if (paused != paused_.load() || sampleEvery != sampleEvery_.load()) {
+    ATTNSCOPE_LOG(kInfo, "control: " << (paused ? "recording paused" : "recording")
+                                     << ", sample every " << sampleEvery << " from the next step");
+  }
+  sampleEvery_.store(sampleEvery);
+  paused_.store(paused);
+}
+
+double Session::overheadSeconds() const {
+  return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) * 1e-9;
 }
 
 Session::~Session() = default;
@@ -116,6 +130,7 @@ void Session::updateGlobalCallbacks(bool sampledStep) {
 }
 
 void Session::step(bool explicitCall) {
+  const uint64_t t0 = ticks();
   if (explicitCall) explicitSteps_.store(true);
   backwardSeen_.store(false);
   {
@@ -133,10 +148,15 @@ void Session::step(bool explicitCall) {
     links_.clear();
   }
   const uint64_t next = stepIndex_.fetch_add(1) + 1;
-  const bool nextSampled = next % static_cast<uint64_t>(config_.sampleEvery) == 0;
+  const bool nextSampled =
+      !paused_.load(std::memory_order_relaxed) &&
+      next % static_cast<uint64_t>(sampleEvery_.load(std::memory_order_relaxed)) == 0;
   sampled_.store(nextSampled);
-  std::lock_guard<std::mutex> lock(callbackMutex_);
-  updateGlobalCallbacks(nextSampled);
+  {
+    std::lock_guard<std::mutex> lock(callbackMutex_);
+    updateGlobalCallbacks(nextSampled);
+  }
+  addOverheadTicks(ticks() - t0);
 }
 
 int32_t Session::layerId(const char* name) {

@@ -80,6 +80,15 @@ class Session {
   Window takeWindow();
   // Time the job's own collectives took (the collective observer, training or comm threads).
   void addCollectiveTime(int64_t ns) { collectiveNs_.fetch_add(ns, std::memory_order_relaxed); }
+  // Runtime control (rank 0's /control, applied at a round): pause recording or change the rate.
+  void setSampling(bool paused, int64_t sampleEvery);
+  bool paused() const { return paused_.load(std::memory_order_relaxed); }
+  int64_t sampleEvery() const { return sampleEvery_.load(std::memory_order_relaxed); }
+  // attnscope's own time on the training threads (TSC ticks; per-op callbacks are timed one in
+  // kOverheadSampling and scaled).
+  void addOverheadTicks(uint64_t t) { overheadTicks_.fetch_add(t, std::memory_order_relaxed); }
+  double overheadSeconds() const;
+  static constexpr uint32_t kOverheadSampling = 16;
   // Rank 0's cross-rank picture, when a reporter runs.
   bool clusterReport(ClusterReport* out);
   void setReporter(std::unique_ptr<Reporter> reporter);
@@ -96,6 +105,9 @@ class Session {
   std::atomic<bool> backwardSeen_{false};
   std::atomic<uint64_t> nextInstance_{1};
   std::atomic<uint64_t> stepIndex_{0};
+  std::atomic<bool> paused_{false};
+  std::atomic<int64_t> sampleEvery_{1};
+  std::atomic<uint64_t> overheadTicks_{0};
 
   std::mutex callbackMutex_;
   at::CallbackHandle backwardHandle_ = 0;

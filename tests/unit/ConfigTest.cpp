@@ -100,7 +100,8 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
       kEnvEnable,      kEnvSampleEvery,       kEnvIntervalS,         kEnvLogLevel,
       kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
       kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
-      kEnvRoundTimeoutS, kEnvStorePort};
+      kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
+      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -635,6 +636,89 @@ TEST(ConfigEnvironmentTest, BadValueInEnvironmentThrows) {
   ScopedEnv env(kEnvIntervalS, "0");
   EXPECT_EQ(invalidArgumentMessage([] { Config::fromEnvironment(); }),
             msg(kEnvIntervalS, "0", "is out of range", kIntervalAllowed));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus export
+
+TEST(ConfigMetricsTest, DefaultsServePort9464OnEveryInterface) {
+  const Config config = Config::fromVariables({});
+  EXPECT_EQ(config.port, 9464);
+  EXPECT_EQ(config.bind, "0.0.0.0");
+  EXPECT_TRUE(config.metricsLayers);
+  EXPECT_EQ(config.metricsCredentials(), "");
+  EXPECT_EQ(config.pushgateway, "");
+  EXPECT_EQ(config.controlToken, "");
+}
+
+TEST(ConfigMetricsTest, PortAndBind) {
+  EXPECT_EQ(fromOne(kEnvPort, "0").port, 0);
+  EXPECT_EQ(fromOne(kEnvPort, "19000").port, 19000);
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPort, "70000"); }),
+            "ATTNSCOPE_PORT=\"70000\" is out of range; allowed: an integer from 0 to 65535");
+  EXPECT_EQ(fromOne(kEnvBind, "127.0.0.1").bind, "127.0.0.1");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvBind, "localhost:80"); }),
+            "ATTNSCOPE_BIND=\"localhost:80\" is not an IPv4 address; allowed: an IPv4 address such as "
+            "0.0.0.0 or 127.0.0.1");
+}
+
+TEST(ConfigMetricsTest, AuthInlineOrFromAFile) {
+  EXPECT_EQ(fromOne(kEnvMetricsAuth, "prom:pw").metricsCredentials(), "prom:pw");
+  TempDirectory dir;
+  const std::string file = dir.path() + "/auth";
+  {
+    FILE* f = std::fopen(file.c_str(), "w");
+    std::fputs("scraper:long secret\n", f);
+    std::fclose(f);
+  }
+  EXPECT_EQ(fromOne(kEnvMetricsAuth, "@" + file).metricsCredentials(), "scraper:long secret");
+  ::unlink(file.c_str());
+  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvMetricsAuth, "@" + file); }),
+            "ATTNSCOPE_METRICS_AUTH=\"@" + file +
+                "\" names a file that cannot be read; allowed: user:password, or @/path/to/file holding "
+                "user:password");
+  // The password is never echoed back.
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvMetricsAuth, "justapassword"); }),
+            "ATTNSCOPE_METRICS_AUTH=\"(not shown)\" is not user:password with both parts non-empty; "
+            "allowed: user:password, or @/path/to/file holding user:password");
+}
+
+TEST(ConfigMetricsTest, Pushgateway) {
+  EXPECT_EQ(fromOne(kEnvPushgateway, "http://pushgw:9091").pushgateway, "http://pushgw:9091");
+  EXPECT_EQ(fromOne(kEnvPushgateway, "http://127.0.0.1:9091/").pushgateway, "http://127.0.0.1:9091/");
+  for (const char* bad : {"pushgw:9091", "https://pushgw:9091", "http://pushgw", "http://:9091",
+                          "http://pushgw:0", "http://pushgw:99999", "http://pushgw:90x1"}) {
+    EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvPushgateway, bad); }),
+              std::string("ATTNSCOPE_PUSHGATEWAY=\"") + bad +
+                  "\" is not an http://host:port URL; allowed: an http:// URL with a host and a port, "
+                  "such as http://pushgw:9091")
+        << bad;
+  }
+}
+
+TEST(ConfigMetricsTest, ControlTokenMustBeLongAndPrintableAndIsNeverEchoed) {
+  EXPECT_EQ(fromOne(kEnvControlToken, "0123456789abcdef").controlToken, "0123456789abcdef");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvControlToken, "short"); }),
+            "ATTNSCOPE_CONTROL_TOKEN=\"(5 characters, not shown)\" is too short or has spaces or control "
+            "characters; allowed: a token of 16 or more printable characters");
+  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvControlToken, "0123456789 abcdef"); }), "<no exception>");
+}
+
+TEST(ConfigMetricsTest, FileSdDirectoryMustExist) {
+  TempDirectory dir;
+  EXPECT_EQ(fromOne(kEnvFileSd, dir.path() + "/targets.json").fileSd, dir.path() + "/targets.json");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvFileSd, "/nonexistent-attnscope/t.json"); }),
+            "ATTNSCOPE_FILE_SD=\"/nonexistent-attnscope/t.json\" is in a directory that does not exist "
+            "(/nonexistent-attnscope); allowed: a file path in an existing, writable directory");
+}
+
+TEST(ConfigMetricsTest, JobAndLayerLabels) {
+  EXPECT_EQ(fromOne(kEnvJob, "bert-large.run_7").job, "bert-large.run_7");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvJob, "a job"); }),
+            "ATTNSCOPE_JOB=\"a job\" has characters a label value should not carry; allowed: letters, "
+            "digits, '_', '-', '.' (1 to 128 characters)");
+  EXPECT_FALSE(fromOne(kEnvMetricsLayers, "0").metricsLayers);
+  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvMetricsLayers, "sometimes"); }), "<no exception>");
 }
 
 }  // namespace

@@ -58,6 +58,9 @@ void expectSameWindow(const RankWindow& a, const RankWindow& b) {
   EXPECT_EQ(a.topPhase, b.topPhase);
   EXPECT_EQ(a.topKind, b.topKind);
   EXPECT_EQ(a.topShare, b.topShare);
+  EXPECT_EQ(a.controlGeneration, b.controlGeneration);
+  EXPECT_EQ(a.controlPaused, b.controlPaused);
+  EXPECT_EQ(a.controlSampleEvery, b.controlSampleEvery);
 }
 
 TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
@@ -79,6 +82,9 @@ TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
   w.topPhase = Phase::kRecompute;
   w.topKind = OpKind::kContextMatmul;
   w.topShare = 0.61;
+  w.controlGeneration = 12;
+  w.controlPaused = true;
+  w.controlSampleEvery = 250;
   const std::vector<double> v = w.toVector();
   ASSERT_EQ(v.size(), RankWindow::kVectorSize);
   EXPECT_EQ(v[0], 7.0);  // declaration order: rank first
@@ -92,6 +98,14 @@ TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
   ASSERT_EQ(d.size(), RankWindow::kVectorSize);
   EXPECT_EQ(d[1], 0.0);
   expectSameWindow(RankWindow::fromVector(d.data()), defaults);
+}
+
+TEST(StragglerDetectorTest, ControlSampleRateFromACorruptVectorIsClamped) {
+  std::vector<double> v = RankWindow().toVector();
+  v[19] = 0;  // controlSampleEvery
+  EXPECT_EQ(RankWindow::fromVector(v.data()).controlSampleEvery, 1);
+  v[19] = 1e12;
+  EXPECT_EQ(RankWindow::fromVector(v.data()).controlSampleEvery, 1000000);
 }
 
 TEST(StragglerDetectorTest, MedianOfAnOddCount) {

@@ -25,6 +25,14 @@ constexpr char kEnvStragglerWindows[] = "ATTNSCOPE_STRAGGLER_WINDOWS";
 constexpr char kEnvHangS[] = "ATTNSCOPE_HANG_S";
 constexpr char kEnvRoundTimeoutS[] = "ATTNSCOPE_ROUND_TIMEOUT_S";
 constexpr char kEnvStorePort[] = "ATTNSCOPE_STORE_PORT";
+constexpr char kEnvPort[] = "ATTNSCOPE_PORT";
+constexpr char kEnvBind[] = "ATTNSCOPE_BIND";
+constexpr char kEnvMetricsAuth[] = "ATTNSCOPE_METRICS_AUTH";
+constexpr char kEnvMetricsLayers[] = "ATTNSCOPE_METRICS_LAYERS";
+constexpr char kEnvPushgateway[] = "ATTNSCOPE_PUSHGATEWAY";
+constexpr char kEnvControlToken[] = "ATTNSCOPE_CONTROL_TOKEN";
+constexpr char kEnvFileSd[] = "ATTNSCOPE_FILE_SD";
+constexpr char kEnvJob[] = "ATTNSCOPE_JOB";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -69,6 +77,24 @@ struct ATTNSCOPE_API Config {
   // not available (rank 0 serves it). 0: MASTER_PORT + 1.
   int64_t storePort = 0;
 
+  // Prometheus export (docs/METRICS.md). Each rank serves /metrics on bind:port + local rank;
+  // port 0 turns the endpoint off. A port in use falls back to one the kernel picks (logged,
+  // exported, written to the file_sd file).
+  int64_t port = 9464;
+  std::string bind = "0.0.0.0";
+  // "user:password" for HTTP basic auth on /metrics, or "@/path/file" holding that line. Empty: none.
+  std::string metricsAuth;
+  // Label series by layer. Off: layers are summed, which bounds the series of very deep models.
+  bool metricsLayers = true;
+  // Push gateway base URL (http://host:port): push every interval and once more at stop.
+  std::string pushgateway;
+  // Bearer token for rank 0's /control endpoint (pause, resume, sample rate). Empty: no control.
+  std::string controlToken;
+  // Rank 0 writes a Prometheus file_sd JSON with every rank's endpoint here. Empty: none.
+  std::string fileSd;
+  // The `job` label; empty: TORCHELASTIC_RUN_ID, else "attnscope".
+  std::string job;
+
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.
   // Returns false (and changes nothing) when `name` is not a known ATTNSCOPE_* variable.
@@ -90,6 +116,10 @@ struct ATTNSCOPE_API Config {
 
   // summaryJson with "{rank}" replaced; empty when no summary is configured.
   std::string summaryPathForRank(int rank) const;
+
+  // metricsAuth resolved (a file read): "user:password", or empty.
+  // \throw std::invalid_argument when the file cannot be read or the line has no ':'.
+  std::string metricsCredentials() const;
 
   struct Variable {
     const char* name;

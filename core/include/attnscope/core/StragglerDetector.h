@@ -32,10 +32,14 @@ struct RankWindow {
   Phase topPhase = Phase::kForward;
   OpKind topKind = OpKind::kOther;
   double topShare = 0;
+  // Runtime control, meaningful in rank 0's window: every rank applies the newest generation.
+  uint64_t controlGeneration = 0;
+  bool controlPaused = false;
+  int64_t controlSampleEvery = 1;
 
   double attentionSeconds() const { return forwardSeconds + backwardSeconds; }
 
-  static constexpr size_t kVectorSize = 18;
+  static constexpr size_t kVectorSize = 21;
   std::vector<double> toVector() const;
   static RankWindow fromVector(const double* v);  // kVectorSize values
 };

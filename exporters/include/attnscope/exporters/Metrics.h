@@ -1,0 +1,63 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <prometheus/metric_family.h>
+
+#include "attnscope/core/ClusterReport.h"
+#include "attnscope/core/RunInfo.h"
+#include "attnscope/core/StatsTable.h"
+
+namespace attnscope {
+
+// The labels that name one rank's series (docs/METRICS.md).
+struct MetricsIdentity {
+  std::string job;
+  int rank = 0;
+  int localRank = 0;
+  int worldSize = 1;
+  std::string node;
+  std::string version;
+  std::string torchVersion;
+  std::string aggregation;  // backend actually in use, or "none"
+};
+
+// The rank's own state at one reporting round, next to its statistics.
+struct RankMetrics {
+  RunInfo run;
+  double forwardSecondsPerStep = 0;   // attention time per sampled step, last window
+  double backwardSecondsPerStep = 0;
+  double stepSeconds = 0;             // mean step time, last window
+  double overheadSeconds = 0;         // time spent in attnscope's own code on training threads
+  bool paused = false;
+  int64_t sampleEvery = 1;
+  // Exporter and aggregation health.
+  int port = 0;                       // the port actually served (0: none)
+  bool portFallback = false;          // the configured port was taken
+  uint64_t exporterErrors = 0;        // bind failures, push failures
+  uint64_t pushes = 0;
+  uint64_t pushErrors = 0;
+  uint64_t rounds = 0;                // aggregation rounds completed on this rank
+  uint64_t roundErrors = 0;
+  bool degraded = false;
+  double lastRoundSeconds = 0;
+  uint64_t lastRoundBytes = 0;
+  uint64_t traceErrors = 0;
+};
+
+// Bucket bounds of exported latency histograms: 2^(-16 + k/2) s for k = 0..36 (15 us to 4 s,
+// two per octave), each the edge of a LogHistogram bucket, so the counts are exact.
+std::vector<double> exportedBucketBounds();
+
+// Builds the metric families of one rank, and the job summary when `cluster` is given (rank 0).
+// `layerLabels` false sums the layers (no layer label).
+std::vector<prometheus::MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetrics& rank,
+                                                   const StatsTable& stats, bool layerLabels,
+                                                   const ClusterReport* cluster);
+
+// Prometheus text exposition of `families` (what /metrics serves).
+std::string renderMetrics(const std::vector<prometheus::MetricFamily>& families);
+
+}  // namespace attnscope

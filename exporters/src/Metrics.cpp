@@ -1,0 +1,250 @@
+#include "attnscope/exporters/Metrics.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include <prometheus/text_serializer.h>
+
+namespace attnscope {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+using Labels = std::vector<ClientMetric::Label>;
+
+constexpr int kFirstBoundExp2 = -32;  // bounds are 2^(k/2) for k = kFirstBoundExp2..kLastBoundExp2
+constexpr int kLastBoundExp2 = 4;
+
+MetricFamily family(const char* name, const char* help, MetricType type) {
+  MetricFamily f;
+  f.name = name;
+  f.help = help;
+  f.type = type;
+  return f;
+}
+
+void addValue(MetricFamily* f, Labels labels, double value) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  if (f->type == MetricType::Counter) {
+    m.counter.value = value;
+  } else {
+    m.gauge.value = value;
+  }
+  f->metric.push_back(std::move(m));
+}
+
+void addHistogram(MetricFamily* f, Labels labels, const LogHistogram& h) {
+  ClientMetric m;
+  m.label = std::move(labels);
+  m.histogram.sample_count = h.count();
+  m.histogram.sample_sum = h.sum();
+  const auto& buckets = h.buckets();
+  uint64_t cumulative = 0;
+  int next = 0;  // LogHistogram buckets below the current bound already counted
+  for (int k = kFirstBoundExp2; k <= kLastBoundExp2; ++k) {
+    const int end = (k * LogHistogram::kSubBuckets) / 2 - LogHistogram::kMinExp * LogHistogram::kSubBuckets;
+    for (; next < end; ++next) cumulative += buckets[next];
+    m.histogram.bucket.push_back({cumulative, std::pow(2.0, k / 2.0)});
+  }
+  m.histogram.bucket.push_back({h.count(), std::numeric_limits<double>::infinity()});
+  f->metric.push_back(std::move(m));
+}
+
+Labels with(const Labels& base, std::initializer_list<ClientMetric::Label> more) {
+  Labels l = base;
+  l.insert(l.end(), more.begin(), more.end());
+  return l;
+}
+
+// Per (layer or "all", phase): the call cell, and per op kind the summed cells.
+struct LayerPhase {
+  CellStats call;
+  std::map<int, CellStats> kinds;
+};
+
+// The table's cells keyed by (layer label, phase); layers summed when !layerLabels.
+std::map<std::pair<std::string, int>, LayerPhase> cells(const StatsTable& stats, bool layerLabels) {
+  std::map<std::pair<std::string, int>, LayerPhase> out;
+  for (const LayerStats& layer : stats.layers()) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      const PhaseStats* phase = layer.phases[p].get();
+      if (phase == nullptr) continue;
+      LayerPhase& lp = out[{layerLabels ? layer.name : std::string(), p}];
+      lp.call.merge(phase->call);
+      for (int k = 0; k < kNumOpKinds; ++k) {
+        if (phase->kinds[k]) lp.kinds[k].merge(*phase->kinds[k]);
+      }
+    }
+  }
+  return out;
+}
+
+Labels cellLabels(const Labels& base, const std::string& layer, int phase, bool layerLabels) {
+  Labels l = base;
+  if (layerLabels) l.push_back({"layer", layer});
+  l.push_back({"phase", phaseName(static_cast<Phase>(phase))});
+  return l;
+}
+
+// The attention families of a table: histogram of call seconds, op-kind seconds, bytes, peaks.
+void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const Labels& base,
+              const StatsTable& stats, bool layerLabels, bool withMemory) {
+  const std::string histName = prefix + "attention_seconds";
+  const std::string opName = prefix + "attention_op_seconds_total";
+  MetricFamily hist = family(histName.c_str(),
+                             "Wall time of one attention call (forward: the scope; backward: its autograd nodes)",
+                             MetricType::Histogram);
+  MetricFamily ops = family(opName.c_str(), "Time spent in attention ops of one kind", MetricType::Counter);
+  MetricFamily bytes = family("attnscope_attention_allocated_bytes_total",
+                              "Bytes allocated inside attention calls", MetricType::Counter);
+  MetricFamily peak = family("attnscope_attention_peak_bytes",
+                             "Largest peak of live bytes above the call's start inside one attention call",
+                             MetricType::Gauge);
+  for (const auto& [key, lp] : cells(stats, layerLabels)) {
+    const Labels labels = cellLabels(base, key.first, key.second, layerLabels);
+    addHistogram(&hist, labels, lp.call.seconds);
+    for (const auto& [kind, cell] : lp.kinds) {
+      addValue(&ops, with(labels, {{"op_kind", opKindName(static_cast<OpKind>(kind))}}), cell.seconds.sum());
+    }
+    if (withMemory) {
+      addValue(&bytes, labels, static_cast<double>(lp.call.bytes));
+      addValue(&peak, labels, static_cast<double>(lp.call.peak));
+    }
+  }
+  out->push_back(std::move(hist));
+  out->push_back(std::move(ops));
+  if (withMemory) {
+    out->push_back(std::move(bytes));
+    out->push_back(std::move(peak));
+  }
+}
+
+}  // namespace
+
+std::vector<double> exportedBucketBounds() {
+  std::vector<double> bounds;
+  for (int k = kFirstBoundExp2; k <= kLastBoundExp2; ++k) bounds.push_back(std::pow(2.0, k / 2.0));
+  return bounds;
+}
+
+std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetrics& r,
+                                       const StatsTable& stats, bool layerLabels,
+                                       const ClusterReport* cluster) {
+  std::vector<MetricFamily> out;
+  const Labels base = {{"job", id.job},
+                       {"rank", std::to_string(id.rank)},
+                       {"local_rank", std::to_string(id.localRank)},
+                       {"node", id.node}};
+  const auto scalar = [&](const char* name, const char* help, MetricType type, double value) {
+    MetricFamily f = family(name, help, type);
+    addValue(&f, base, value);
+    out.push_back(std::move(f));
+  };
+  {
+    MetricFamily f = family("attnscope_build_info", "attnscope build and run facts (value 1)", MetricType::Gauge);
+    addValue(&f, with(base, {{"version", id.version}, {"torch_version", id.torchVersion}, {"backend", id.aggregation}}), 1);
+    out.push_back(std::move(f));
+  }
+  scalar("attnscope_world_size", "Ranks in the job", MetricType::Gauge, id.worldSize);
+  scalar("attnscope_steps_total", "Training steps ended on this rank (the current step)", MetricType::Counter,
+         static_cast<double>(r.run.stepsSeen));
+  scalar("attnscope_sampled_steps_total", "Training steps recorded on this rank", MetricType::Counter,
+         static_cast<double>(r.run.stepsSampled));
+  scalar("attnscope_step_seconds", "Mean step time in the last reporting window", MetricType::Gauge, r.stepSeconds);
+  {
+    MetricFamily f = family("attnscope_attention_seconds_per_step",
+                            "Typical attention time per sampled step in the last window (median call x calls per step)",
+                            MetricType::Gauge);
+    addValue(&f, with(base, {{"phase", "forward"}}), r.forwardSecondsPerStep);
+    addValue(&f, with(base, {{"phase", "backward"}}), r.backwardSecondsPerStep);
+    out.push_back(std::move(f));
+  }
+  addStats(&out, "attnscope_", base, stats, layerLabels, /*withMemory=*/true);
+  scalar("attnscope_overhead_seconds_total",
+         "Time spent in attnscope's own code on the training threads (callbacks, scopes, step fold)",
+         MetricType::Counter, r.overheadSeconds);
+  scalar("attnscope_memory_reports_total", "Allocator reports received", MetricType::Counter,
+         static_cast<double>(r.run.memoryReports));
+  scalar("attnscope_dropped_calls_total", "Attention calls of layers beyond ATTNSCOPE_MAX_LAYERS (counted, not recorded)",
+         MetricType::Counter, static_cast<double>(r.run.droppedCalls));
+  scalar("attnscope_sampling_paused", "1 while recording is paused through /control", MetricType::Gauge, r.paused ? 1 : 0);
+  scalar("attnscope_sample_every", "Record one step in N", MetricType::Gauge, static_cast<double>(r.sampleEvery));
+  scalar("attnscope_exporter_port", "Port this rank's /metrics endpoint listens on", MetricType::Gauge, r.port);
+  scalar("attnscope_exporter_port_fallback", "1 when the configured port was taken and the kernel picked one",
+         MetricType::Gauge, r.portFallback ? 1 : 0);
+  scalar("attnscope_exporter_errors_total", "Exporter failures (port taken, push failed)", MetricType::Counter,
+         static_cast<double>(r.exporterErrors));
+  scalar("attnscope_pushes_total", "Pushes to the push gateway that succeeded", MetricType::Counter,
+         static_cast<double>(r.pushes));
+  scalar("attnscope_push_errors_total", "Pushes to the push gateway that failed", MetricType::Counter,
+         static_cast<double>(r.pushErrors));
+  scalar("attnscope_aggregation_rounds_total", "Aggregation rounds whose collectives completed on this rank",
+         MetricType::Counter, static_cast<double>(r.rounds));
+  scalar("attnscope_aggregation_errors_total", "Aggregation rounds or set-ups that failed", MetricType::Counter,
+         static_cast<double>(r.roundErrors));
+  scalar("attnscope_aggregation_degraded", "1 once collectives failed and ranks report through the store",
+         MetricType::Gauge, r.degraded ? 1 : 0);
+  scalar("attnscope_aggregation_round_seconds", "Wall time of the last aggregation round", MetricType::Gauge,
+         r.lastRoundSeconds);
+  scalar("attnscope_aggregation_round_bytes", "Bytes this rank contributed to the last round", MetricType::Gauge,
+         static_cast<double>(r.lastRoundBytes));
+  scalar("attnscope_trace_errors_total", "Trace store writes that failed", MetricType::Counter,
+         static_cast<double>(r.traceErrors));
+
+  if (cluster == nullptr) return out;
+  // The job summary (rank 0): per subject rank, and every rank's statistics summed.
+  const Labels job = {{"job", id.job}};
+  const ClusterRound& last = cluster->last;
+  const auto jobScalar = [&](const char* name, const char* help, MetricType type, double value) {
+    MetricFamily f = family(name, help, type);
+    addValue(&f, job, value);
+    out.push_back(std::move(f));
+  };
+  jobScalar("attnscope_job_ranks_expected", "Ranks the job was started with", MetricType::Gauge, id.worldSize);
+  jobScalar("attnscope_job_ranks_reporting", "Ranks that answered the last aggregation round", MetricType::Gauge,
+            last.expectedRanks > 0 ? last.presentRanks : 0);
+  jobScalar("attnscope_job_rounds_total", "Rounds the straggler detector has seen", MetricType::Counter,
+            static_cast<double>(cluster->rounds));
+  jobScalar("attnscope_job_median_attention_seconds_per_step",
+            "Median over ranks of attention time per sampled step, last round", MetricType::Gauge,
+            last.medianAttentionSeconds);
+  jobScalar("attnscope_straggler_episodes_total", "Straggler episodes begun", MetricType::Counter,
+            static_cast<double>(cluster->stragglers.size()));
+  MetricFamily score = family("attnscope_straggler_score",
+                              "A rank's attention time per sampled step over the median of all ranks, last round",
+                              MetricType::Gauge);
+  MetricFamily flag = family("attnscope_straggler", "1 while the rank is a straggler", MetricType::Gauge);
+  MetricFamily hung = family("attnscope_rank_hung", "1 while the rank's step counter stands still and others move",
+                             MetricType::Gauge);
+  MetricFamily missing = family("attnscope_rank_missing", "1 while the rank does not answer rounds", MetricType::Gauge);
+  MetricFamily perStep = family("attnscope_rank_attention_seconds_per_step",
+                                "A rank's attention time per sampled step, last round", MetricType::Gauge);
+  MetricFamily stepTime = family("attnscope_rank_step_seconds", "A rank's mean step time, last round",
+                                 MetricType::Gauge);
+  MetricFamily steps = family("attnscope_rank_steps", "Steps the rank has ended, as of the last round",
+                              MetricType::Gauge);
+  for (const RankStatus& s : last.ranks) {
+    const Labels l = with(job, {{"rank", std::to_string(s.rank)}});
+    addValue(&score, l, s.score);
+    addValue(&flag, l, s.straggler ? 1 : 0);
+    addValue(&hung, l, s.hung ? 1 : 0);
+    addValue(&missing, l, s.missing ? 1 : 0);
+    addValue(&perStep, with(l, {{"phase", "forward"}}), s.window.forwardSeconds);
+    addValue(&perStep, with(l, {{"phase", "backward"}}), s.window.backwardSeconds);
+    addValue(&stepTime, l, s.window.stepSeconds);
+    addValue(&steps, l, static_cast<double>(s.lastStep));
+  }
+  for (MetricFamily* f : {&score, &flag, &hung, &missing, &perStep, &stepTime, &steps}) out.push_back(std::move(*f));
+  addStats(&out, "attnscope_job_", job, cluster->stats, layerLabels, /*withMemory=*/false);
+  return out;
+}
+
+std::string renderMetrics(const std::vector<MetricFamily>& families) {
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+}  // namespace attnscope

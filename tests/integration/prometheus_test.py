@@ -1,0 +1,292 @@
+#!/usr/bin/python3
+"""Prometheus export end to end: real ranks, a real Prometheus server, a real push gateway.
+Usage: prometheus_test.py CASE EXAMPLE_BINARY SOURCE_DIR
+
+Cases:
+  scrape4_straggler  4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1; Prometheus
+                     scrapes them through the file_sd file rank 0 writes: every endpoint is clean
+                     for `promtool check metrics`, series of every rank arrive, rank 2's straggler
+                     score is the highest and above the threshold, histograms are well formed, and
+                     every query of launch/grafana/attnscope.json returns data
+  auth_push_control  1 rank whose port is taken (falls back to a free one), with basic auth, a push
+                     gateway and runtime control: unauthenticated scrapes get 401, the fallback is
+                     exported, /control changes the sample rate, the last push has the final step
+"""
+import base64
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+CASE, EXAMPLE, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
+TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
+        "--threads", "1", "--quiet"]
+THRESHOLD = 1.2
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def free_ports(n):
+    """n consecutive free loopback ports."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        try:
+            held = []
+            for p in range(base, base + n):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+
+
+def http_get(url, headers=None, data=None, method=None):
+    req = urllib.request.Request(url, headers=headers or {}, data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def wait_for(what, fn, timeout):
+    end = time.time() + timeout
+    last = None
+    while time.time() < end:
+        try:
+            last = fn()
+            if last:
+                return last
+        except (OSError, ValueError, KeyError) as e:
+            last = e
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {str(last)[:500]})")
+
+
+class Prometheus:
+    def __init__(self, tmp, targets_file):
+        self.port = free_ports(1)
+        cfg = os.path.join(tmp, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write(f"""global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+scrape_configs:
+  - job_name: attnscope
+    honor_labels: true
+    file_sd_configs:
+      - files: ['{targets_file}']
+        refresh_interval: 1s
+""")
+        self.log = open(os.path.join(tmp, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(
+            ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
+             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for("prometheus ready", lambda: http_get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200, 60)
+
+    def query(self, expr):
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        status, body = http_get(url)
+        check(status == 200, f"query {expr!r}: HTTP {status}: {body[:300]}")
+        return json.loads(body)["data"]["result"]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def promtool_clean(text, where):
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(),
+          f"promtool check metrics on {where}: exit {p.returncode}: {p.stdout[:1000]} {p.stderr[:1000]}")
+
+
+def dashboard_queries():
+    with open(os.path.join(SOURCE, "launch", "grafana", "attnscope.json")) as f:
+        dash = json.load(f)
+    for panel in dash["panels"]:
+        for t in panel["targets"]:
+            yield panel["title"], t["expr"]
+
+
+def case_scrape4_straggler(tmp):
+    targets = os.path.join(tmp, "targets.json")
+    prom = Prometheus(tmp, targets)
+    metrics_port = free_ports(4)
+    master = free_ports(2)
+    env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1",
+               ATTNSCOPE_PORT=str(metrics_port), ATTNSCOPE_FILE_SD=targets, ATTNSCOPE_JOB="scrape-test",
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "4", "--master_port", str(master),
+           "--no_python", EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "75",
+                                              "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"]
+    log = open(os.path.join(tmp, "job.log"), "w")
+    job = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        listed = wait_for("the file_sd file", lambda: json.load(open(targets)), 40)
+        check(len(listed) == 4, f"file_sd lists {len(listed)} targets, not 4: {listed}")
+        ranks = sorted(int(g["labels"]["rank"]) for g in listed)
+        check(ranks == [0, 1, 2, 3], f"file_sd ranks {ranks}")
+        for g in listed:
+            status, text = http_get(f"http://{g['targets'][0]}/metrics")
+            check(status == 200, f"GET {g['targets'][0]}/metrics: {status}")
+            check(f'rank="{g["labels"]["rank"]}"' in text, f"{g['targets'][0]} does not name its rank")
+            promtool_clean(text, g["targets"][0])
+        print("file_sd: 4 targets, each endpoint clean for promtool")
+
+        def straggler_seen():
+            result = prom.query("attnscope_straggler_score")
+            scores = {int(r["metric"]["rank"]): float(r["value"][1]) for r in result}
+            return scores if len(scores) == 4 and max(scores, key=scores.get) == 2 and scores[2] > THRESHOLD else None
+        scores = wait_for("rank 2's straggler score above the threshold in Prometheus", straggler_seen, 45)
+        print("attnscope_straggler_score per rank:", {r: round(s, 2) for r, s in sorted(scores.items())})
+        # Flagged once the score stayed above the threshold for ATTNSCOPE_STRAGGLER_WINDOWS (3) rounds.
+        flagged = wait_for("rank 2 flagged as a straggler", lambda: {
+            r["metric"]["rank"] for r in prom.query("attnscope_straggler == 1")}, 20)
+        check(flagged == {"2"}, f"ranks flagged as stragglers: {flagged}")
+
+        # While the job runs (the series are fresh): every dashboard query returns data.
+        failures = []
+        n = 0
+        for title, expr in dashboard_queries():
+            q = expr.replace("$__rate_interval", "30s").replace("$job", "scrape-test")
+            try:  # rates need two scrapes inside their window: give a young series time
+                wait_for(f"data for {q}", lambda: prom.query(q), 20)
+            except AssertionError:
+                failures.append(f"{title}: {q} (samples of the job: "
+                                f"{prom.query('count_over_time(attnscope_steps_total[30s])')})")
+            n += 1
+        check(not failures, "dashboard queries without data:\n" + "\n".join(failures))
+        print(f"all {n} dashboard queries return data")
+
+        all_ranks = {"0", "1", "2", "3"}
+        wait_for("attnscope_steps_total from every rank", lambda: {
+            r["metric"]["rank"] for r in prom.query('attnscope_steps_total{job="scrape-test"}')} == all_ranks, 20)
+        up = prom.query('max_over_time(up{job="scrape-test"}[30s])')
+        check({r["metric"]["rank"] for r in up if r["value"][1] == "1"} == all_ranks, f"up: {up}")
+        # Histograms: +Inf bucket equals _count, and buckets never decrease.
+        diff = prom.query('max(abs(attnscope_attention_seconds_bucket{le="+Inf"} - ignoring(le) '
+                          'attnscope_attention_seconds_count))')
+        check(diff and float(diff[0]["value"][1]) == 0, f"+Inf bucket differs from _count: {diff}")
+        series = prom.query('attnscope_attention_seconds_bucket{rank="2", layer="layers.1.attn", phase="forward"}')
+        check(len(series) == 38, f"{len(series)} buckets for one histogram, expected 37 bounds + Inf")
+        counts = sorted((float(r["metric"]["le"]), float(r["value"][1])) for r in series)
+        check(all(a[1] <= b[1] for a, b in zip(counts, counts[1:])), f"buckets decrease: {counts}")
+        check(counts[-1][1] > 0, "no calls counted")
+        # The slow rank runs layer 1's attention 4 times per step: its time per step there is the highest.
+        per_step = 'sum by (rank) (attnscope_attention_seconds_sum{layer="layers.1.attn", phase="forward"}) ' \
+                   '/ on (rank) sum by (rank) (attnscope_sampled_steps_total)'
+        by_rank = wait_for("layer 1 time per step of every rank", lambda: (lambda d: d if set(d) == all_ranks else None)(
+            {r["metric"]["rank"]: float(r["value"][1]) for r in prom.query(per_step)}), 20)
+        print("layer 1 forward seconds per step, per rank:", {k: f"{v:.2e}" for k, v in sorted(by_rank.items())})
+        check(by_rank["2"] == max(by_rank.values()), "rank 2's layer 1 time per step is not the highest")
+
+    finally:
+        code = job.wait(timeout=120)
+        prom.stop()
+    check(code == 0, f"torchrun exit {code}; see {tmp}/job.log")
+
+
+def case_auth_push_control(tmp):
+    gateway_port = free_ports(1)
+    gw_log = open(os.path.join(tmp, "pushgateway.log"), "w")
+    gw = subprocess.Popen(["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}"],
+                          stdout=gw_log, stderr=subprocess.STDOUT)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    taken_port = taken.getsockname()[1]
+    token = "t0k3n-for-the-control-test"
+    summary = os.path.join(tmp, "s-{rank}.json")
+    env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(taken_port),
+               ATTNSCOPE_METRICS_AUTH="prom:pa55word", ATTNSCOPE_PUSHGATEWAY=f"http://127.0.0.1:{gateway_port}",
+               ATTNSCOPE_CONTROL_TOKEN=token, ATTNSCOPE_JOB="push-test", ATTNSCOPE_SUMMARY_JSON=summary,
+               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    err_path = os.path.join(tmp, "job.err")
+    job = subprocess.Popen([EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "14"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
+    try:
+        wait_for("pushgateway", lambda: http_get(f"http://127.0.0.1:{gateway_port}/-/ready")[0] == 200, 30)
+        line = wait_for("the fallback log line", lambda: re.search(
+            r"metrics port 127\.0\.0\.1:(\d+) is not available .* serving /metrics on 127\.0\.0\.1:(\d+) instead",
+            open(err_path).read()), 20)
+        check(int(line.group(1)) == taken_port, f"fallback log names port {line.group(1)}, not {taken_port}")
+        port = int(line.group(2))
+        url = f"http://127.0.0.1:{port}/metrics"
+        status, _ = http_get(url)
+        check(status == 401, f"scrape without credentials: {status}, expected 401")
+        status, _ = http_get(url, {"Authorization": "Basic " + base64.b64encode(b"prom:wrong").decode()})
+        check(status == 401, f"scrape with a wrong password: {status}, expected 401")
+        auth = {"Authorization": "Basic " + base64.b64encode(b"prom:pa55word").decode()}
+        status, text = http_get(url, auth)
+        check(status == 200, f"scrape with credentials: {status}")
+        promtool_clean(text, url)
+        check(re.search(r'attnscope_exporter_port_fallback\{[^}]*\} 1', text), "fallback not exported")
+        check(re.search(r'attnscope_exporter_port\{[^}]*\} %d' % port, text), "served port not exported")
+        print(f"port {taken_port} taken: served on {port}; 401 without or with wrong credentials, 200 with")
+
+        control = f"http://127.0.0.1:{port}/control"
+        status, _ = http_get(control, data=b"sample_every=4", method="POST")
+        check(status == 401, f"control without the token: {status}")
+        bearer = {"Authorization": "Bearer " + token}
+        status, body = http_get(control, bearer, data=b"sample_every=lots", method="POST")
+        check(status == 400 and "allowed" in body, f"bad control request: {status} {body}")
+        status, body = http_get(control, bearer, data=b"sample_every=4", method="POST")
+        check(status == 200, f"control request: {status} {body}")
+        wait_for("attnscope_sample_every 4 after the next round", lambda: re.search(
+            r'attnscope_sample_every\{[^}]*\} 4\n', http_get(url, auth)[1]), 10)
+        print("control: sample_every=4 applied at the next round")
+    finally:
+        code = job.wait(timeout=90)
+        taken.close()
+    try:
+        check(code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}")
+        with open(summary.replace("{rank}", "0")) as f:
+            steps = json.load(f)["run"]["steps_seen"]
+        status, pushed = http_get(f"http://127.0.0.1:{gateway_port}/metrics")
+        m = re.search(r'attnscope_steps_total\{[^}]*instance="[^"]*-rank0"[^}]*job="push-test"[^}]*\} (\S+)', pushed)
+        check(m is not None, "no attnscope_steps_total for job push-test in the push gateway")
+        check(int(float(m.group(1))) == steps, f"last push has step {m.group(1)}, the run ended at {steps}")
+        print(f"push gateway holds the final step count ({steps})")
+    finally:
+        gw.terminate()
+        gw.wait(timeout=30)
+
+
+def main():
+    fn = globals().get("case_" + CASE)
+    if fn is None:
+        sys.exit(f"unknown case {CASE!r}; allowed: scrape4_straggler, auth_push_control")
+    with tempfile.TemporaryDirectory(prefix=f"attnscope-prom-{CASE}-") as tmp:
+        try:
+            fn(tmp)
+        except AssertionError:
+            for name in sorted(os.listdir(tmp)):
+                if name.endswith((".log", ".err")):
+                    print(f"--- {name} (tail)\n" + open(os.path.join(tmp, name)).read()[-3000:])
+            raise
+    print("PASS", CASE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,341 @@
+// The Prometheus exporter without LibTorch: the families built from statistics, the text they
+// render to, and the real HTTP endpoint (civetweb) with auth, control and a taken port.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "attnscope/exporters/Metrics.h"
+#include "attnscope/exporters/MetricsServer.h"
+
+namespace attnscope {
+namespace {
+
+struct Response {
+  int status = 0;
+  std::string body;
+};
+
+// A plain HTTP/1.0 request on loopback; the server closes the connection after answering.
+Response http(int port, const std::string& method, const std::string& path,
+              const std::string& headers = "", const std::string& body = "") {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  Response r;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return r;
+  }
+  std::string request = method + " " + path + " HTTP/1.0\r\nHost: localhost\r\n" + headers;
+  if (!body.empty()) {
+    request += "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n";
+  }
+  request += "\r\n" + body;
+  (void)!::write(fd, request.data(), request.size());
+  std::string raw;
+  char buffer[65536];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, static_cast<size_t>(n));
+  ::close(fd);
+  if (raw.size() > 12) r.status = std::stoi(raw.substr(9, 3));
+  const auto split = raw.find("\r\n\r\n");
+  if (split != std::string::npos) r.body = raw.substr(split + 4);
+  return r;
+}
+
+// Holds a loopback port taken for the test's lifetime.
+struct TakenPort {
+  TakenPort() {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd, 4), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port = ntohs(addr.sin_port);
+  }
+  ~TakenPort() { ::close(fd); }
+  int fd = -1;
+  int port = 0;
+};
+
+CallRecord call(int32_t layer, Phase phase, double seconds) {
+  CallRecord r;
+  r.layer = layer;
+  r.phase = phase;
+  r.ns = static_cast<int64_t>(seconds * 1e9);
+  r.bytes = 1000;
+  r.peak = 4096;
+  r.kinds[static_cast<int>(OpKind::kSoftmax)].ns = r.ns / 4;
+  r.kinds[static_cast<int>(OpKind::kSoftmax)].ops = 1;
+  r.kinds[static_cast<int>(OpKind::kScoreMatmul)].ns = r.ns / 2;
+  r.kinds[static_cast<int>(OpKind::kScoreMatmul)].ops = 1;
+  return r;
+}
+
+StatsTable twoLayers() {
+  StatsTable t;
+  const int32_t a = t.layerId("layers.0.attn"), b = t.layerId("layers.1.attn");
+  for (int i = 0; i < 10; ++i) {
+    t.add(call(a, Phase::kForward, 0.001 * (i + 1)));
+    t.add(call(b, Phase::kForward, 0.002));
+    t.add(call(a, Phase::kBackward, 0.003));
+  }
+  return t;
+}
+
+MetricsIdentity identity(int rank = 1) {
+  MetricsIdentity id;
+  id.job = "test-job";
+  id.rank = rank;
+  id.localRank = rank;
+  id.worldSize = 4;
+  id.node = "node-a";
+  id.version = "0.1.0";
+  id.torchVersion = "1.13.0";
+  id.aggregation = "gloo";
+  return id;
+}
+
+const prometheus::MetricFamily* find(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
+  for (const auto& f : fs) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+std::string label(const prometheus::ClientMetric& m, const std::string& name) {
+  for (const auto& l : m.label) {
+    if (l.name == name) return l.value;
+  }
+  return "";
+}
+
+TEST(MetricsTest, BucketBoundsAreTwoPerOctaveOnHistogramEdges) {
+  const std::vector<double> bounds = exportedBucketBounds();
+  ASSERT_EQ(bounds.size(), 37u);
+  EXPECT_DOUBLE_EQ(bounds.front(), std::pow(2.0, -16));
+  EXPECT_DOUBLE_EQ(bounds.back(), 4.0);
+  for (double b : bounds) {
+    // Each bound is the lower edge of a LogHistogram bucket, so cumulative counts are exact.
+    const int i = LogHistogram::bucketIndex(b * 1.0000001);
+    EXPECT_NEAR(LogHistogram::bucketLower(i), b, b * 1e-9);
+  }
+}
+
+TEST(MetricsTest, HistogramCountsAreCumulativeAndExact) {
+  const auto families = buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto* hist = find(families, "attnscope_attention_seconds");
+  ASSERT_NE(hist, nullptr);
+  EXPECT_EQ(hist->type, prometheus::MetricType::Histogram);
+  bool sawLayer0Forward = false;
+  for (const auto& m : hist->metric) {
+    uint64_t previous = 0;
+    for (const auto& b : m.histogram.bucket) {
+      EXPECT_GE(b.cumulative_count, previous);
+      previous = b.cumulative_count;
+    }
+    EXPECT_EQ(m.histogram.bucket.back().cumulative_count, m.histogram.sample_count);
+    EXPECT_TRUE(std::isinf(m.histogram.bucket.back().upper_bound));
+    if (label(m, "layer") == "layers.0.attn" && label(m, "phase") == "forward") {
+      sawLayer0Forward = true;
+      EXPECT_EQ(m.histogram.sample_count, 10u);
+      EXPECT_NEAR(m.histogram.sample_sum, 0.055, 1e-6);
+      // 1..10 ms: le=2^-7 (7.8 ms) holds the seven calls of 1 to 7 ms, le=2^-6.5 (11 ms) all ten.
+      for (const auto& b : m.histogram.bucket) {
+        if (std::fabs(b.upper_bound - std::pow(2.0, -7)) < 1e-12) EXPECT_EQ(b.cumulative_count, 7u);
+        if (std::fabs(b.upper_bound - std::pow(2.0, -6.5)) < 1e-12) EXPECT_EQ(b.cumulative_count, 10u);
+        if (b.upper_bound < 0.000976) EXPECT_EQ(b.cumulative_count, 0u);
+      }
+    }
+  }
+  EXPECT_TRUE(sawLayer0Forward);
+  EXPECT_EQ(hist->metric.size(), 3u);  // (layer 0, fwd), (layer 0, bwd), (layer 1, fwd)
+}
+
+TEST(MetricsTest, EverySeriesNamesTheRank) {
+  const auto families = buildMetrics(identity(2), RankMetrics{}, twoLayers(), true, nullptr);
+  for (const auto& f : families) {
+    EXPECT_EQ(f.name.rfind("attnscope_", 0), 0u) << f.name;
+    for (const auto& m : f.metric) {
+      EXPECT_EQ(label(m, "rank"), "2") << f.name;
+      EXPECT_EQ(label(m, "job"), "test-job") << f.name;
+      EXPECT_EQ(label(m, "node"), "node-a") << f.name;
+    }
+    if (f.type == prometheus::MetricType::Counter) {
+      EXPECT_EQ(f.name.substr(f.name.size() - 6), "_total") << f.name;
+    }
+  }
+}
+
+TEST(MetricsTest, OpKindSecondsAndMemoryPerLayer) {
+  RankMetrics r;
+  r.overheadSeconds = 0.25;
+  const auto families = buildMetrics(identity(), r, twoLayers(), true, nullptr);
+  const auto* ops = find(families, "attnscope_attention_op_seconds_total");
+  ASSERT_NE(ops, nullptr);
+  double softmaxLayer1 = -1;
+  for (const auto& m : ops->metric) {
+    if (label(m, "layer") == "layers.1.attn" && label(m, "op_kind") == "softmax") softmaxLayer1 = m.counter.value;
+  }
+  EXPECT_NEAR(softmaxLayer1, 10 * 0.0005, 1e-9);
+  const auto* bytes = find(families, "attnscope_attention_allocated_bytes_total");
+  ASSERT_NE(bytes, nullptr);
+  EXPECT_EQ(bytes->metric.front().counter.value, 10000);
+  const auto* peak = find(families, "attnscope_attention_peak_bytes");
+  ASSERT_NE(peak, nullptr);
+  EXPECT_EQ(peak->metric.front().gauge.value, 4096);
+  EXPECT_EQ(find(families, "attnscope_overhead_seconds_total")->metric.front().counter.value, 0.25);
+}
+
+TEST(MetricsTest, WithoutLayerLabelsLayersAreSummed) {
+  const auto families = buildMetrics(identity(), RankMetrics{}, twoLayers(), false, nullptr);
+  const auto* hist = find(families, "attnscope_attention_seconds");
+  ASSERT_NE(hist, nullptr);
+  ASSERT_EQ(hist->metric.size(), 2u);  // forward, backward
+  for (const auto& m : hist->metric) {
+    EXPECT_EQ(label(m, "layer"), "");
+    if (label(m, "phase") == "forward") EXPECT_EQ(m.histogram.sample_count, 20u);
+  }
+}
+
+TEST(MetricsTest, JobSummaryOnRankZero) {
+  ClusterReport cluster;
+  cluster.rounds = 5;
+  cluster.last.presentRanks = 3;
+  cluster.last.expectedRanks = 4;
+  for (int r = 0; r < 4; ++r) {
+    RankStatus s;
+    s.rank = r;
+    s.present = r != 3;
+    s.missing = r == 3;
+    s.score = r == 2 ? 1.8 : 1.0;
+    s.straggler = r == 2;
+    s.window.forwardSeconds = 0.01 * (r + 1);
+    cluster.last.ranks.push_back(s);
+  }
+  cluster.stats = twoLayers();
+  const auto families = buildMetrics(identity(0), RankMetrics{}, twoLayers(), true, &cluster);
+  const auto* score = find(families, "attnscope_straggler_score");
+  ASSERT_NE(score, nullptr);
+  ASSERT_EQ(score->metric.size(), 4u);
+  EXPECT_EQ(label(score->metric[2], "rank"), "2");
+  EXPECT_DOUBLE_EQ(score->metric[2].gauge.value, 1.8);
+  EXPECT_EQ(find(families, "attnscope_straggler")->metric[2].gauge.value, 1);
+  EXPECT_EQ(find(families, "attnscope_rank_missing")->metric[3].gauge.value, 1);
+  EXPECT_EQ(find(families, "attnscope_job_ranks_reporting")->metric.front().gauge.value, 3);
+  EXPECT_EQ(find(families, "attnscope_job_ranks_expected")->metric.front().gauge.value, 4);
+  ASSERT_NE(find(families, "attnscope_job_attention_seconds"), nullptr);
+  // Without a cluster (other ranks) none of the job families appear.
+  const auto rankOnly = buildMetrics(identity(1), RankMetrics{}, twoLayers(), true, nullptr);
+  EXPECT_EQ(find(rankOnly, "attnscope_straggler_score"), nullptr);
+}
+
+TEST(MetricsTest, TextExpositionHasTypesAndBuckets) {
+  const std::string text = renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
+  EXPECT_NE(text.find("# TYPE attnscope_attention_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("attnscope_attention_seconds_bucket{"), std::string::npos);
+  EXPECT_NE(text.find("le=\"+Inf\""), std::string::npos);
+  EXPECT_NE(text.find("# TYPE attnscope_steps_total counter"), std::string::npos);
+}
+
+TEST(MetricsTest, ServerServesWhatWasPublished) {
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = 0;  // the kernel picks
+  MetricsServer server(options);
+  ASSERT_TRUE(server.serving());
+  server.publish(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
+  const Response r = http(server.port(), "GET", "/metrics");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_NE(r.body.find("attnscope_attention_seconds_bucket{"), std::string::npos);
+  EXPECT_EQ(server.snapshot()->scrapes(), 1u);
+}
+
+TEST(MetricsTest, TakenPortFallsBackToAFreeOne) {
+  TakenPort taken;
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = taken.port;
+  MetricsServer server(options);
+  ASSERT_TRUE(server.serving());
+  EXPECT_TRUE(server.fallback());
+  EXPECT_NE(server.port(), taken.port);
+  EXPECT_EQ(server.errors(), 1u);
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 200);
+}
+
+TEST(MetricsTest, BasicAuthRefusesScrapesWithoutCredentials) {
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = 0;
+  options.credentials = "prom:s3cret";
+  MetricsServer server(options);
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 401);
+  // base64("prom:wrong") and base64("prom:s3cret")
+  EXPECT_EQ(http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTp3cm9uZw==\r\n").status, 401);
+  const Response ok = http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTpzM2NyZXQ=\r\n");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_NE(ok.body.find("attnscope_build_info"), std::string::npos);
+}
+
+TEST(MetricsTest, ControlNeedsTheTokenAndValidatesRequests) {
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = 0;
+  options.controlToken = "0123456789abcdef-token";
+  options.sampleEvery = 1;
+  MetricsServer server(options);
+  const int port = server.port();
+  const std::string bearer = "Authorization: Bearer 0123456789abcdef-token\r\n";
+  EXPECT_EQ(http(port, "POST", "/control", "", "action=pause").status, 401);
+  EXPECT_EQ(http(port, "POST", "/control", "Authorization: Bearer wrong\r\n", "action=pause").status, 401);
+  EXPECT_EQ(server.control().generation, 0u);
+  const Response bad = http(port, "POST", "/control", bearer, "sample_every=0");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("allowed: action=pause, action=resume, sample_every=<1..1000000>"), std::string::npos);
+  EXPECT_EQ(http(port, "DELETE", "/control", bearer).status, 405);
+  const Response paused = http(port, "POST", "/control", bearer, "action=pause");
+  EXPECT_EQ(paused.status, 200);
+  EXPECT_NE(paused.body.find("\"paused\": true"), std::string::npos);
+  EXPECT_EQ(http(port, "POST", "/control?sample_every=8", bearer).status, 200);
+  const ControlState s = server.control();
+  EXPECT_EQ(s.generation, 2u);
+  EXPECT_TRUE(s.paused);
+  EXPECT_EQ(s.sampleEvery, 8);
+  EXPECT_EQ(http(port, "GET", "/control", bearer).status, 200);
+  // /metrics is unaffected by the control hook.
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  EXPECT_EQ(http(port, "GET", "/metrics").status, 200);
+}
+
+TEST(MetricsTest, FileSdListsEveryTargetWithLabels) {
+  const std::vector<ScrapeTarget> targets = {{0, 0, "node-a", "127.0.0.1", 9464}, {1, 1, "node-a", "127.0.0.1", 9465}};
+  const std::string path = ::testing::TempDir() + "/attnscope_file_sd.json";
+  std::string error;
+  ASSERT_TRUE(writeFileSd(path, targets, "job-x", &error)) << error;
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"targets\": [\"127.0.0.1:9465\"]"), std::string::npos);
+  EXPECT_NE(text.find("\"rank\": \"1\", \"local_rank\": \"1\""), std::string::npos);
+  EXPECT_NE(text.find("\"job\": \"job-x\""), std::string::npos);
+  EXPECT_FALSE(writeFileSd("/nonexistent-dir/x.json", targets, "job-x", &error));
+  EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnscope
