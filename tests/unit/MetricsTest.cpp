@@ -264,6 +264,25 @@ TEST(MetricsTest, ServerServesWhatWasPublished) {
   EXPECT_EQ(server.snapshot()->scrapes(), 1u);
 }
 
+TEST(MetricsTest, AClientThatSendsNothingDoesNotBlockTheNextScrape) {
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = 0;
+  MetricsServer server(options);
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  // The silent connection is dropped after the socket timeout; this scrape is answered then.
+  EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 200);
+  EXPECT_EQ(http(server.port(), "GET", "/nothing-here").status, 404);
+  EXPECT_EQ(http(server.port(), "POST", "/metrics").status, 405);
+  ::close(silent);
+}
+
 TEST(MetricsTest, TakenPortFallsBackToAFreeOne) {
   TakenPort taken;
   MetricsServerOptions options;
@@ -335,6 +354,48 @@ TEST(MetricsTest, FileSdListsEveryTargetWithLabels) {
   EXPECT_NE(text.find("\"job\": \"job-x\""), std::string::npos);
   EXPECT_FALSE(writeFileSd("/nonexistent-dir/x.json", targets, "job-x", &error));
   EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnscope
+
+namespace attnscope {
+namespace {
+
+// The series counts docs/METRICS.md gives for a 48-layer model (six op kinds per layer and phase).
+size_t seriesCount(const std::vector<prometheus::MetricFamily>& families) {
+  size_t n = 0;
+  for (const auto& f : families) {
+    for (const auto& m : f.metric) n += f.type == prometheus::MetricType::Histogram ? m.histogram.bucket.size() + 2 : 1;
+  }
+  return n;
+}
+
+TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
+  StatsTable t;
+  const OpKind kinds[] = {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
+                          OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy};
+  for (int l = 0; l < 48; ++l) {
+    const int32_t id = t.layerId("layers." + std::to_string(l));
+    for (Phase p : {Phase::kForward, Phase::kBackward}) {
+      CallRecord r;
+      r.layer = id;
+      r.phase = p;
+      r.ns = 1000000;
+      for (OpKind k : kinds) {
+        r.kinds[static_cast<int>(k)].ns = 1000;
+        r.kinds[static_cast<int>(k)].ops = 1;
+      }
+      t.add(r);
+    }
+  }
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr)), 4631u);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr)), 119u);
+  ClusterReport cluster;
+  cluster.stats = t;
+  cluster.last.ranks.resize(4);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)), 4631u + 8 * 4 + 5 + 4416);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)), 119u + 8 * 4 + 5 + 92);
 }
 
 }  // namespace
