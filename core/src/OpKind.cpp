@@ -1,6 +1,7 @@
 #include "attnscope/core/OpKind.h"
 
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 
@@ -115,7 +116,11 @@ Family familyOf(const char* opName) {
     Family family = Family::kUnknown;
     char text[55] = {};
   };
-  static thread_local Entry cache[128];
+  // On the heap, not in TLS: libattnscope uses initial-exec TLS for its fast path, which puts the
+  // library's whole TLS segment in the static TLS block, and a module loaded with dlopen (the
+  // Python module) gets only a few hundred bytes of that.
+  static thread_local std::unique_ptr<Entry[]> cache;
+  if (__builtin_expect(cache == nullptr, 0)) cache.reset(new Entry[128]);
   Entry& e = cache[(reinterpret_cast<uintptr_t>(opName) >> 3) & 127];
   if (e.ptr == opName && std::strcmp(e.text, opName) == 0) return e.family;
   const auto& f = families();

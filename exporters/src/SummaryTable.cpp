@@ -1,5 +1,7 @@
 #include "attnscope/exporters/SummaryTable.h"
 
+#include <algorithm>
+
 #include <cstdio>
 #include <sstream>
 
@@ -53,10 +55,14 @@ std::string topKind(const PhaseStats& phase) {
 
 std::string SummaryTable::render(const RunInfo& run, const StatsTable& stats) {
   std::ostringstream out;
-  char line[256];
+  char line[512];
   out << "attention per layer (rank " << run.rank << ", " << run.stepsSampled << " of "
       << run.stepsSeen << " steps sampled)\n";
-  std::snprintf(line, sizeof(line), "%-24s %6s %9s %9s %9s %9s %10s  %s\n", "layer", "calls",
+  // The layer column fits the longest name (24 to 64 characters; longer names are cut).
+  int width = 24;
+  for (const LayerStats& layer : stats.layers()) width = std::max(width, static_cast<int>(layer.name.size()));
+  width = std::min(width, 64);
+  std::snprintf(line, sizeof(line), "%-*s %6s %9s %9s %9s %9s %10s  %s\n", width, "layer", "calls",
                 "fwd p50", "fwd p99", "bwd p50", "bwd p99", "fwd peak", "top fwd / bwd kind");
   out << line;
   for (const LayerStats& layer : stats.layers()) {
@@ -65,7 +71,7 @@ std::string SummaryTable::render(const RunInfo& run, const StatsTable& stats) {
     const auto q = [](const PhaseStats* p, double x) {
       return p ? fmtSeconds(p->call.seconds.quantile(x)) : std::string("-");
     };
-    std::snprintf(line, sizeof(line), "%-24.24s %6llu %9s %9s %9s %9s %10s  %s / %s\n",
+    std::snprintf(line, sizeof(line), "%-*.*s %6llu %9s %9s %9s %9s %10s  %s / %s\n", width, width,
                   layer.name.c_str(),
                   static_cast<unsigned long long>(fwd ? fwd->call.seconds.count() : 0),
                   q(fwd, 0.5).c_str(), q(fwd, 0.99).c_str(), q(bwd, 0.5).c_str(),

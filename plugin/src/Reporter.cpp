@@ -218,7 +218,7 @@ bool Reporter::exchangeEndpoints(std::string* error) {
 }
 
 void Reporter::writeTargets(const std::vector<ScrapeTarget>& targets) {
-  if (config_.fileSd.empty()) return;
+  if (config_.fileSd.empty() || targets.empty()) return;  // no rank serves metrics
   std::string error;
   if (writeFileSd(config_.fileSd, targets, identity_.job, &error)) {
     ATTNSCOPE_LOG(kInfo, "Prometheus targets of " << targets.size() << " ranks written to " << config_.fileSd);

@@ -1,0 +1,53 @@
+"""attnscope: per-layer attention timing and memory for PyTorch training, across ranks.
+
+    import attnscope
+    attnscope.start(sample_every=1, summary_json="/tmp/s-{rank}.json")   # plus ATTNSCOPE_* variables
+    with attnscope.attention("layers.0.attn"):
+        out = my_attention(x)
+    loss.backward()
+    attnscope.step()            # optional: otherwise one backward pass is one step
+    attnscope.summary()         # this rank's figures as a dict (docs/SUMMARY_JSON.md)
+    attnscope.stop()
+
+Options are the ATTNSCOPE_* variables (docs/CONFIGURATION.md) in lower case without the prefix;
+keyword arguments override the environment. A bad value raises ValueError with the same text the
+C++ API uses, e.g. 'ATTNSCOPE_SAMPLE_EVERY="0" is out of range; allowed: an integer from 1 to 1000000'.
+"""
+import json
+import os
+
+import torch  # noqa: F401  (loads LibTorch before the native module that links it)
+
+from ._attnscope import attention, check_config, is_running, step, version  # noqa: F401
+from . import _attnscope
+
+__all__ = ["start", "stop", "step", "attention", "summary", "is_running", "version", "options", "check_config"]
+
+
+def options():
+    """Every option: name (as a keyword), type, default, allowed values, meaning."""
+    return [dict(v, keyword=v["name"][len("ATTNSCOPE_"):].lower()) for v in _attnscope.variables()]
+
+
+def start(rank=None, world_size=None, **kwargs):
+    """Starts observing on this rank. Rank and world size default to the launcher's (torchrun,
+    mpirun); pass them when the process group was formed otherwise."""
+    known = {o["keyword"]: o["name"] for o in options()}
+    variables = {k: v for k, v in os.environ.items() if k.startswith("ATTNSCOPE_")}
+    for key, value in kwargs.items():
+        if key not in known:
+            raise ValueError(f"attnscope.start(): unknown option {key!r}; allowed: {', '.join(sorted(known))}")
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        variables[known[key]] = str(value)
+    _attnscope.start(variables, -1 if rank is None else int(rank), 0 if world_size is None else int(world_size))
+
+
+def stop():
+    """Last aggregation round, summary JSON, final metrics push; releases the metrics port."""
+    _attnscope.stop()
+
+
+def summary():
+    """This rank's figures so far (on rank 0 with the cluster section), as the summary JSON's dict."""
+    return json.loads(_attnscope.summary_json())

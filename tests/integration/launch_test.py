@@ -1,0 +1,183 @@
+#!/usr/bin/python3
+"""launch/attnscope-run end to end: real torchrun launches of the C++ and the Python example, zero-code
+attach of an unmodified script, the Python API, and the launcher's errors.
+Usage: launch_test.py CASE BUILD_DIR SOURCE_DIR
+
+Cases:
+  cpp2        --no_python build/examples/train_transformer, 2 ranks: summaries, cluster, file_sd
+  python2     examples/train_transformer.py (DDP over Gloo, no attnscope in it), 2 ranks: every
+              encoder layer's self-attention observed per module name, forward and backward
+  python_api  the attnscope module used directly: start/attention/step/summary/stop, errors
+  errors      wrong flags, a missing script, bad configuration, a failing job's exit status
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+
+CASE, BUILD, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
+RUN = os.path.join(SOURCE, "launch", "attnscope-run")
+PY = "/usr/bin/python3"
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def free_port(n=2):
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        try:
+            for p in range(base, base + n):
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+
+
+def env():
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
+    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(BUILD, "python"),
+             ATTNSCOPE_BIND="127.0.0.1")
+    return e
+
+
+def launch(args, timeout=240):
+    p = subprocess.run([RUN] + args, env=env(), capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def case_cpp2(tmp):
+    code, out, err = launch(["--run-dir", tmp, "--interval", "1", "--port", str(free_port(2)),
+                             "--nproc_per_node", "2", "--master_port", str(free_port()),
+                             "--no_python", os.path.join(BUILD, "examples", "train_transformer"),
+                             "--layers", "2", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
+                             "--threads", "1", "--steps", "60", "--quiet"])
+    check(code == 0, f"exit {code}: {err[-3000:]}")
+    check(f"run directory {tmp}" in err and "metrics   http://127.0.0.1:" in err, f"where things are not printed: {err[:800]}")
+    for rank in (0, 1):
+        s = load(os.path.join(tmp, f"summary-{rank}.json"))
+        check(s["run"]["rank"] == rank and s["run"]["world_size"] == 2, f"rank {rank}: {s['run']}")
+        check([l["name"] for l in s["layers"]] == ["layers.0.attn", "layers.1.attn"], f"rank {rank} layers")
+    cluster = load(os.path.join(tmp, "summary-0.json"))["cluster"]
+    check(cluster["aggregation"] == "gloo" and cluster["rounds"] > 0, f"cluster: {str(cluster)[:300]}")
+    targets = load(os.path.join(tmp, "targets.json"))
+    check(sorted(t["labels"]["rank"] for t in targets) == ["0", "1"], f"targets: {targets}")
+    print("C++ example under attnscope-run: 2 summaries, cluster over gloo, 2 targets")
+
+
+def case_python2(tmp):
+    steps = 12
+    code, out, err = launch(["--run-dir", tmp, "--interval", "1", "--port", str(free_port(2)),
+                             "--nproc_per_node", "2", "--master_port", str(free_port()),
+                             os.path.join(SOURCE, "examples", "train_transformer.py"), "--steps", str(steps),
+                             "--layers", "3", "--slow-rank", "1", "--slow-factor", "3", "--slow-layer", "2"])
+    check(code == 0, f"exit {code}: {err[-3000:]}")
+    expected = [f"encoder.layers.{i}.self_attn" for i in range(3)]
+    for rank in (0, 1):
+        s = load(os.path.join(tmp, f"summary-{rank}.json"))
+        check(s["run"]["world_size"] == 2 and s["run"]["rank"] == rank, f"rank {rank}: {s['run']}")
+        names = [l["name"] for l in s["layers"]]
+        check(names == expected, f"rank {rank} layers {names}, expected {expected}")
+        for layer in s["layers"]:
+            fwd, bwd = layer["phases"]["forward"], layer["phases"].get("backward")
+            calls = steps * (3 if rank == 1 and layer["name"].endswith("2.self_attn") else 1)
+            check(fwd["calls"] == calls, f"rank {rank} {layer['name']}: {fwd['calls']} forward calls, expected {calls}")
+            check(bwd is not None and bwd["calls"] >= steps, f"rank {rank} {layer['name']}: backward {bwd}")
+            kinds = set(fwd["op_kinds"])
+            check({"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"} <= kinds,
+                  f"rank {rank} {layer['name']}: forward op kinds {sorted(kinds)}")
+    cluster = load(os.path.join(tmp, "summary-0.json"))["cluster"]
+    check(cluster["aggregation"] == "gloo", f"aggregation {cluster['aggregation']}")
+    print(f"unmodified DDP script: {len(expected)} layers per rank observed by module name, forward and backward")
+
+
+def case_python_api(tmp):
+    script = os.path.join(tmp, "api.py")
+    with open(script, "w") as f:
+        f.write('''
+import json, os, sys, torch
+import attnscope
+try:
+    attnscope.start(sample_every=0)
+    sys.exit("no error for sample_every=0")
+except ValueError as e:
+    assert str(e) == 'ATTNSCOPE_SAMPLE_EVERY="0" is out of range; allowed: an integer from 1 to 1000000', str(e)
+try:
+    attnscope.start(sampel_every=2)
+    sys.exit("no error for an unknown option")
+except ValueError as e:
+    assert "unknown option 'sampel_every'" in str(e) and "sample_every" in str(e), str(e)
+assert not attnscope.is_running()
+attnscope.start(summary_json=sys.argv[1], port=0, log_level="warn")
+assert attnscope.is_running()
+mha = torch.nn.MultiheadAttention(32, 4, batch_first=True)
+x = torch.randn(2, 8, 32)
+for _ in range(5):
+    with attnscope.attention("block.attn") as scope:
+        assert scope.name == "block.attn"
+        out, _ = mha(x, x, x)
+    out.sum().backward()
+    attnscope.step()
+s = attnscope.summary()
+layer = s["layers"][0]
+assert layer["name"] == "block.attn", layer["name"]
+assert layer["phases"]["forward"]["calls"] == 5, layer["phases"]["forward"]["calls"]
+assert layer["phases"]["backward"]["calls"] == 5, layer["phases"]["backward"]
+assert s["run"]["steps_seen"] == 5, s["run"]
+attnscope.stop()
+assert not attnscope.is_running()
+assert json.load(open(sys.argv[1]))["layers"][0]["name"] == "block.attn"
+print("python api ok", attnscope.version())
+''')
+    e = env()
+    e["PYTHONPATH"] = os.path.join(BUILD, "python")
+    p = subprocess.run([PY, script, os.path.join(tmp, "s.json")], env=e, capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stdout} {p.stderr[-2000:]}")
+    print(p.stdout.strip())
+
+
+def case_errors(tmp):
+    code, out, err = launch(["--nproc_per_node"])
+    check(code == 2 and "expected one argument" in err, f"missing value: {code} {err[-500:]}")
+    code, out, err = launch(["--nproc_per_node", "2", "--bogus-flag", "x.py"])
+    check(code == 2 and "unrecognized arguments: --bogus-flag" in err, f"unknown flag: {code} {err[-500:]}")
+    code, out, err = launch(["--nproc_per_node", "2", os.path.join(tmp, "missing.py")])
+    check(code == 2 and "missing.py' does not exist" in err, f"missing script: {code} {err[-500:]}")
+    code, out, err = launch(["--nproc_per_node", "1", "--no_python", os.path.join(tmp, "nope")])
+    check(code == 2 and "is not an executable file or command" in err, f"missing binary: {code} {err[-500:]}")
+    code, out, err = launch(["--sample-every", "0", "--nproc_per_node", "1", os.path.join(SOURCE, "examples", "train_transformer.py")])
+    check(code == 2 and 'ATTNSCOPE_SAMPLE_EVERY="0" is out of range; allowed: an integer from 1 to 1000000' in err,
+          f"bad configuration: {code} {err[-500:]}")
+    code, out, err = launch(["--help"])
+    check(code == 0 and "--sample-every" in out and "--no_python" in out, "help")
+    failing = os.path.join(tmp, "fail.py")
+    with open(failing, "w") as f:
+        f.write("import sys\nsys.exit(3)\n")
+    code, out, err = launch(["--run-dir", tmp, "--port", "0", "--nproc_per_node", "1", "--master_port", str(free_port()), failing])
+    check(code == 3, f"a worker exiting with 3 gave {code}: {err[-800:]}")
+    print("errors: missing value, unknown flag, missing script and binary, bad configuration; exit status 3 passed on")
+
+
+def main():
+    fn = globals().get("case_" + CASE)
+    if fn is None:
+        sys.exit(f"unknown case {CASE!r}; allowed: cpp2, python2, python_api, errors")
+    with tempfile.TemporaryDirectory(prefix=f"attnscope-launch-{CASE}-") as tmp:
+        fn(tmp)
+    print("PASS", CASE)
+
+
+if __name__ == "__main__":
+    main()
