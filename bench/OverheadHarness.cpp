@@ -3,6 +3,10 @@
 // and the result is the ratio of median step times with a bootstrap 95% interval.
 //
 //   build/bench/overhead_harness --rounds 12 --steps 3 --layers 4 --d-model 256 --seq 128 --batch 8
+//
+// Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced over Gloo, as a
+// DDP job does; the ranks draw the same variant order, so they switch together, and attnscope
+// aggregates over its own group on the job's store. Rank 0 prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +19,7 @@
 #include <ATen/Parallel.h>
 
 #include "TransformerModel.h"
+#include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
 
 namespace {
@@ -79,8 +84,18 @@ int main(int argc, char** argv) {
     return 2;
   }
   at::set_num_threads(static_cast<int>(threads));
+  const attnscope::Topology topology = attnscope::Topology::fromEnvironment();
+  examples::JobGroup job;
+  if (topology.worldSize > 1) job = examples::formJobGroup(topology, 120);
+  attnscope::DistributedOptions distributed;
+  distributed.store = job.store;
+  distributed.rank = topology.rank;
+  distributed.worldSize = topology.worldSize;
   torch::manual_seed(0);
   examples::Model model(m);
+  const auto afterBackward = [&] {
+    if (job.group) examples::allReduceGradients(model, *job.group, topology.worldSize);
+  };
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(m.lr));
 
   std::vector<Variant> variants = {{"attnscope off", false, 1, {}},
@@ -89,7 +104,7 @@ int main(int argc, char** argv) {
     variants.push_back({"attnscope sample-every " + std::to_string(defaultSampleEvery), true,
                         defaultSampleEvery, {}});
   }
-  for (int i = 0; i < 3; ++i) examples::trainStep(model, optimizer, m);  // warm-up
+  for (int i = 0; i < 3; ++i) examples::trainStep(model, optimizer, m, afterBackward);  // warm-up
 
   std::mt19937 rng(12345);
   std::vector<size_t> order(variants.size());
@@ -102,13 +117,14 @@ int main(int argc, char** argv) {
         attnscope::Config c;
         c.logLevel = attnscope::LogLevel::kWarn;
         c.sampleEvery = v.sampleEvery;
-        attnscope::start(c);
+        c.port = 0;  // the harness scrapes nothing; the reporter thread and aggregation run as usual
+        attnscope::start(c, distributed);
       }
-      examples::trainStep(model, optimizer, m);  // untimed: the first step after a switch
+      examples::trainStep(model, optimizer, m, afterBackward);  // untimed: the first step after a switch
       if (v.on) attnscope::step();
       for (int64_t s = 0; s < steps; ++s) {
         const auto t0 = std::chrono::steady_clock::now();
-        examples::trainStep(model, optimizer, m);
+        examples::trainStep(model, optimizer, m, afterBackward);
         if (v.on) attnscope::step();
         v.stepSeconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -117,10 +133,11 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("model: %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, %lld thread(s); "
+  if (topology.rank != 0) return 0;
+  std::printf("model: %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, %lld thread(s), %d rank(s); "
               "%lld rounds x %lld timed steps per variant, random order\n",
               (long long)m.layers, (long long)m.dModel, (long long)m.heads, (long long)m.seq,
-              (long long)m.batch, (long long)threads, (long long)rounds, (long long)steps);
+              (long long)m.batch, (long long)threads, topology.worldSize, (long long)rounds, (long long)steps);
   const double base = median(variants[0].stepSeconds);
   std::printf("%-30s %12s %10s %22s\n", "variant", "median step", "ratio", "95% interval (ratio)");
   for (const Variant& v : variants) {

@@ -1,6 +1,11 @@
 #include "TransformerModel.h"
 
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/nn/functional/loss.h>
+
+#include <chrono>
+#include <stdexcept>
 
 namespace examples {
 
@@ -54,6 +59,43 @@ double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOp
   if (afterBackward) afterBackward();
   optimizer.step();
   return loss.item<double>();
+}
+
+JobGroup formJobGroup(const attnscope::Topology& topology, int64_t timeoutSeconds) {
+  if (topology.masterAddr.empty() || topology.masterPort == 0) {
+    throw std::invalid_argument("a world of " + std::to_string(topology.worldSize) +
+                                " needs MASTER_ADDR and MASTER_PORT (torchrun sets them)");
+  }
+  JobGroup job;
+  c10d::TCPStoreOptions storeOptions;
+  storeOptions.port = static_cast<uint16_t>(topology.masterPort);
+  storeOptions.isServer = !topology.agentStore && topology.rank == 0;
+  storeOptions.waitWorkers = false;
+  storeOptions.timeout = std::chrono::seconds(timeoutSeconds);
+  job.store = c10::make_intrusive<c10d::TCPStore>(topology.masterAddr, storeOptions);
+  auto groupOptions = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(timeoutSeconds));
+  groupOptions->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  job.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
+      c10::make_intrusive<c10d::PrefixStore>("train_transformer/", job.store), topology.rank,
+      topology.worldSize, groupOptions);
+  return job;
+}
+
+void allReduceGradients(Model& model, c10d::ProcessGroup& group, int worldSize) {
+  std::vector<torch::Tensor> grads;
+  for (auto& p : model->parameters()) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  std::vector<torch::Tensor> views;
+  for (auto& g : grads) views.push_back(g.reshape({-1}));
+  std::vector<torch::Tensor> flat{torch::cat(views)};
+  group.allreduce(flat)->wait();
+  flat[0].div_(worldSize);
+  int64_t offset = 0;
+  for (auto& g : grads) {
+    g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+    offset += g.numel();
+  }
 }
 
 }  // namespace examples

@@ -15,7 +15,11 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/optim/adam.h>
 
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include "attnscope/MultiheadAttention.h"
+#include "attnscope/core/Topology.h"
 
 namespace examples {
 
@@ -60,5 +64,18 @@ TORCH_MODULE(Model);
 // (the gradient all-reduce of a distributed run), optimizer step. Returns the loss.
 double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o,
                  const std::function<void()>& afterBackward = {});
+
+// The job's own rendezvous and gradient group, as a DDP job has them: a TCPStore at MASTER_ADDR:
+// MASTER_PORT (torchrun's agent serves it, or rank 0) and a Gloo group on it.
+struct JobGroup {
+  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+};
+// \throw std::invalid_argument when MASTER_ADDR/MASTER_PORT are missing.
+JobGroup formJobGroup(const attnscope::Topology& topology, int64_t timeoutSeconds);
+
+// Averages the gradients of all ranks in one all-reduce of a flat buffer (what DDP does, minus
+// the bucketing and the overlap with backward).
+void allReduceGradients(Model& model, c10d::ProcessGroup& group, int worldSize);
 
 }  // namespace examples

@@ -9,9 +9,7 @@
 #include <string>
 
 #include <ATen/Parallel.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "TransformerModel.h"
 #include "attnscope/Distributed.h"
@@ -126,27 +124,6 @@ Options parse(int argc, char** argv) {
 
 }  // namespace
 
-// Averages the gradients of all ranks in one all-reduce of a flat buffer (what DDP does, minus
-// the bucketing and the overlap with backward).
-void allReduceGradients(examples::Model& model, c10d::ProcessGroup& group, int worldSize) {
-  std::vector<torch::Tensor> grads;
-  for (auto& p : model->parameters()) {
-    if (p.grad().defined()) grads.push_back(p.grad());
-  }
-  std::vector<torch::Tensor> flat{torch::cat([&] {
-    std::vector<torch::Tensor> views;
-    for (auto& g : grads) views.push_back(g.reshape({-1}));
-    return views;
-  }())};
-  group.allreduce(flat)->wait();
-  flat[0].div_(worldSize);
-  int64_t offset = 0;
-  for (auto& g : grads) {
-    g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
-    offset += g.numel();
-  }
-}
-
 int main(int argc, char** argv) {
   Options o;
   attnscope::Topology topology;
@@ -172,21 +149,9 @@ int main(int argc, char** argv) {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
   try {
     if (world > 1 && o.gradSync) {
-      if (topology.masterAddr.empty() || topology.masterPort == 0) {
-        throw std::invalid_argument("a world of " + std::to_string(world) +
-                                    " needs MASTER_ADDR and MASTER_PORT (torchrun sets them)");
-      }
-      c10d::TCPStoreOptions storeOptions;
-      storeOptions.port = static_cast<uint16_t>(topology.masterPort);
-      storeOptions.isServer = !topology.agentStore && rank == 0;
-      storeOptions.waitWorkers = false;
-      storeOptions.timeout = std::chrono::seconds(o.timeoutS);
-      store = c10::make_intrusive<c10d::TCPStore>(topology.masterAddr, storeOptions);
-      auto groupOptions = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(o.timeoutS));
-      groupOptions->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-      group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-          c10::make_intrusive<c10d::PrefixStore>("train_transformer/", store), rank, world,
-          groupOptions);
+      examples::JobGroup job = examples::formJobGroup(topology, o.timeoutS);
+      store = job.store;
+      group = job.group;
     }
     attnscope::DistributedOptions distributed;
     distributed.store = store;  // attnscope forms its own group on the job's rendezvous
@@ -227,7 +192,7 @@ int main(int argc, char** argv) {
         if (over) break;
       }
       const double loss = examples::trainStep(model, optimizer, o.model, [&] {
-        if (group) allReduceGradients(model, *group, world);
+        if (group) examples::allReduceGradients(model, *group, world);
       });
       attnscope::step();
       if (!o.quiet && (step % 10 == 0 || step + 1 == o.steps)) {

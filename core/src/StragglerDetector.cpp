@@ -137,6 +137,11 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     }
   }
 
+  double latestChange = -std::numeric_limits<double>::infinity();
+  for (size_t r = 0; r < n; ++r) {
+    if (report(r).present && seen(lastStepChange_[r])) latestChange = std::max(latestChange, lastStepChange_[r]);
+  }
+
   next.ranks.resize(n);
   for (size_t r = 0; r < n; ++r) {
     const RankWindow& w = report(r);
@@ -159,13 +164,10 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     s.straggler = s.present && s.consecutive >= options_.windows;
 
     if (seen(lastStepChange_[r])) s.stalledSeconds = nowSeconds - lastStepChange_[r];
+    // Another present rank moved later than this one: the latest change of any present rank is
+    // later (comparing with the maximum keeps the round O(N) when the whole job stands still).
     if (w.present && seen(lastStepChange_[r]) && s.stalledSeconds >= options_.hangSeconds) {
-      for (size_t o = 0; o < n; ++o) {
-        if (o != r && report(o).present && lastStepChange_[o] > lastStepChange_[r]) {
-          s.hung = true;
-          break;
-        }
-      }
+      s.hung = latestChange > lastStepChange_[r];
     }
 
     if (s.straggler) next.stragglers.push_back(s.rank);
