@@ -29,6 +29,8 @@ struct Variant {
   bool on;
   int64_t sampleEvery;
   std::vector<double> stepSeconds;
+  double ownSeconds = 0;  // attnscope's own accounting (RunInfo::overheadSeconds), timed steps and the untimed ones
+  int64_t ownSteps = 0;
 };
 
 double median(std::vector<double> v) {
@@ -122,14 +124,21 @@ int main(int argc, char** argv) {
       }
       examples::trainStep(model, optimizer, m, afterBackward);  // untimed: the first step after a switch
       if (v.on) attnscope::step();
-      for (int64_t s = 0; s < steps; ++s) {
+      // A block of a sparse variant spans its period after the untimed step 0 (sampled), so that
+      // exactly one timed step in sampleEvery is sampled, as in a long run.
+      const int64_t timed = v.on && v.sampleEvery > 1 ? v.sampleEvery : steps;
+      for (int64_t s = 0; s < timed; ++s) {
         const auto t0 = std::chrono::steady_clock::now();
         examples::trainStep(model, optimizer, m, afterBackward);
         if (v.on) attnscope::step();
         v.stepSeconds.push_back(
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
-      if (v.on) attnscope::stop();
+      if (v.on) {
+        v.ownSeconds += attnscope::runInfo().overheadSeconds;
+        v.ownSteps += timed + 1;
+        attnscope::stop();
+      }
     }
   }
 
@@ -147,7 +156,9 @@ int main(int argc, char** argv) {
       continue;
     }
     const auto [lo, hi] = bootstrapRatio(variants[0].stepSeconds, v.stepSeconds, rng);
-    std::printf("%-30s %10.2fms %10.4f %10.4f .. %.4f\n", v.name.c_str(), med * 1e3, med / base, lo, hi);
+    const double own = v.ownSteps > 0 ? v.ownSeconds / static_cast<double>(v.ownSteps) : 0;
+    std::printf("%-30s %10.2fms %10.4f %10.4f .. %.4f   own accounting %.1f us/step = %.3f%%\n", v.name.c_str(),
+                med * 1e3, med / base, lo, hi, own * 1e6, 100 * own / base);
   }
   return 0;
 }

@@ -3,10 +3,6 @@
 // job next to a single rank's own endpoint (the baseline: what every other rank serves).
 //
 //   build/bench/scrape_bench [--layers 64] [--ranks 1024]
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <benchmark/benchmark.h>
 
@@ -15,6 +11,7 @@
 #include <random>
 #include <string>
 
+#include "HttpGet.h"
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
 
@@ -111,22 +108,6 @@ void BM_Render(benchmark::State& state) {
   state.SetLabel(state.range(0) != 0 ? "rank 0 with the job summary" : "one rank's own");
 }
 
-std::string scrape(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string raw;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
-    (void)!::write(fd, request.data(), request.size());
-    char buffer[1 << 16];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return raw;
-}
 
 void BM_HttpScrape(benchmark::State& state) {
   attnscope::MetricsServerOptions options;
@@ -135,7 +116,7 @@ void BM_HttpScrape(benchmark::State& state) {
   attnscope::MetricsServer server(options);
   server.publish(families(state.range(0) != 0));
   size_t bytes = 0;
-  for (auto _ : state) bytes = scrape(server.port()).size();
+  for (auto _ : state) bytes = bench::scrape(server.port()).size();
   if (bytes < 1000) state.SkipWithError("the scrape returned almost nothing");
   state.counters["bytes"] = static_cast<double>(bytes);
   state.SetLabel(state.range(0) != 0 ? "rank 0 with the job summary" : "one rank's own");

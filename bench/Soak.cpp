@@ -4,10 +4,6 @@
 // against the wall time. Exits 1 when resident memory grew by more than --max-growth-kib.
 //
 //   build/bench/soak [--steps 1000000] [--max-growth-kib 1024]
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -18,10 +14,14 @@
 #include <string>
 #include <thread>
 
-#include <ATen/Parallel.h>
-#include <torch/nn/functional/activation.h>
-#include <torch/torch.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <ATen/Parallel.h>
+#include <torch/types.h>
+#include <torch/utils.h>
+
+#include "HttpGet.h"
 #include "attnscope/attnscope.h"
 
 namespace {
@@ -33,22 +33,6 @@ long residentKib() {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-std::string scrape(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string raw;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
-    (void)!::write(fd, request.data(), request.size());
-    char buffer[65536];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return raw;
-}
 
 double metric(const std::string& text, const std::string& name) {
   const std::regex re("\n" + name + "\\{[^}]*\\} ([0-9.e+-]+)");
@@ -115,14 +99,14 @@ int main(int argc, char** argv) {
       rssWarm = residentKib();
       tWarm = std::chrono::steady_clock::now();
     }
-    if ((s + 1) % 50000 == 0) text = scrape(config.port);
+    if ((s + 1) % 50000 == 0) text = bench::scrape(config.port);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double wallAfterWarm = std::chrono::duration<double>(std::chrono::steady_clock::now() - tWarm).count();
   const long rssEnd = residentKib();
   // The snapshot is rebuilt every interval: wait for one that includes the last step.
   std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(config.intervalSeconds * 1000 * 2 + 100)));
-  text = scrape(config.port);
+  text = bench::scrape(config.port);
   const double overhead = metric(text, "attnscope_overhead_seconds_total");
   const double stepsTotal = metric(text, "attnscope_steps_total");
   const double rounds = metric(text, "attnscope_aggregation_rounds_total");

@@ -77,6 +77,7 @@ def main():
     if not a.no_profiler:
         variants.append(("torch.profiler, profile_memory", "profiler"))
     times = {name: [] for name, _ in variants}
+    own = {name: [0.0, 0] for name, _ in variants}  # attnscope's own accounting: seconds, steps
     profiler_exit = []
     rng = random.Random(12345)
     for _ in range(3):
@@ -95,7 +96,10 @@ def main():
             train_step()  # untimed, after the switch
             if isinstance(kind, int):
                 attnscope.step()
-            for _ in range(a.steps):
+            # A sparse variant's block spans its period after the untimed (sampled) step 0, so that
+            # exactly one timed step in `kind` is sampled, as in a long run.
+            timed = kind if isinstance(kind, int) and kind > 1 else a.steps
+            for _ in range(timed):
                 t0 = time.perf_counter()
                 train_step()
                 if isinstance(kind, int):
@@ -103,11 +107,13 @@ def main():
                 times[name].append(time.perf_counter() - t0)
             if isinstance(kind, int):
                 mha.forward = plain_forward
+                own[name][0] += attnscope.summary()["run"]["overhead_seconds"]
+                own[name][1] += timed + 1
                 attnscope.stop()
             elif prof is not None:
                 t0 = time.perf_counter()
                 prof.__exit__(None, None, None)
-                profiler_exit.append((time.perf_counter() - t0) / (a.steps + 1))
+                profiler_exit.append((time.perf_counter() - t0) / (timed + 1))
     base = times[variants[0][0]]
     print(f"model: nn.TransformerEncoder, {a.layers} layers, d_model {a.d_model}, {a.heads} heads, seq {a.seq}, "
           f"batch {a.batch}, 1 thread; {a.rounds} rounds x {a.steps} timed steps per variant, random order")
@@ -121,7 +127,11 @@ def main():
         lo, hi = bootstrap(base, times[name], rng)
         ratio = med / statistics.median(base)
         overheads[name] = ratio - 1
-        print(f"{name:<34} {med * 1e3:10.2f}ms {ratio:8.4f} {100 * (ratio - 1):8.2f}%   {lo:.4f} .. {hi:.4f}")
+        line = f"{name:<34} {med * 1e3:10.2f}ms {ratio:8.4f} {100 * (ratio - 1):8.2f}%   {lo:.4f} .. {hi:.4f}"
+        if own[name][1]:
+            per_step = own[name][0] / own[name][1]
+            line += f"   own accounting {per_step * 1e6:.1f} us/step = {100 * per_step / statistics.median(base):.3f}%"
+        print(line)
     if profiler_exit:
         print(f"torch.profiler post-processing at exit: {statistics.median(profiler_exit) * 1e3:.1f} ms per recorded "
               f"step (not in the step times above)")

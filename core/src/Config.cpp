@@ -100,16 +100,18 @@ bool isIpv4(const std::string& s) {
 }
 
 // A file that can be created: its directory exists and is writable, and it is not a directory.
-void checkWritableFile(const char* name, const std::string& path, const std::string& allowed) {
-  if (path.back() == '/') fail(name, path, "names a directory", allowed);
+// `value` is what the user wrote (shown in errors), `path` what it expands to.
+void checkWritableFile(const char* name, const std::string& value, const std::string& path,
+                       const std::string& allowed) {
+  if (path.back() == '/') fail(name, value, "names a directory", allowed);
   const auto slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    fail(name, path, "is in a directory that does not exist (" + dir + ")", allowed);
+    fail(name, value, "is in a directory that does not exist (" + dir + ")", allowed);
   }
   if (::access(dir.c_str(), W_OK) != 0) {
-    fail(name, path, "is in a directory that is not writable (" + dir + ")", allowed);
+    fail(name, value, "is in a directory that is not writable (" + dir + ")", allowed);
   }
 }
 
@@ -311,26 +313,13 @@ void Config::validate() const {
            "a token of 16 or more printable characters");
     }
   }
-  if (!fileSd.empty()) checkWritableFile(kEnvFileSd, fileSd, "a file path in an existing, writable directory");
+  if (!fileSd.empty()) checkWritableFile(kEnvFileSd, fileSd, fileSd, "a file path in an existing, writable directory");
   if (!job.empty()) {
     bool ok = job.size() <= 128;
     for (unsigned char c : job) ok = ok && (std::isalnum(c) || c == '_' || c == '-' || c == '.');
     if (!ok) fail(kEnvJob, job, "has characters a label value should not carry", kJobAllowed);
   }
-  if (!summaryJson.empty()) {
-    const std::string allowed = kSummaryAllowed;
-    const std::string path = summaryPathForRank(0);
-    if (path.back() == '/') fail(kEnvSummaryJson, summaryJson, "names a directory", allowed);
-    const auto slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      fail(kEnvSummaryJson, summaryJson, "is in a directory that does not exist (" + dir + ")", allowed);
-    }
-    if (::access(dir.c_str(), W_OK) != 0) {
-      fail(kEnvSummaryJson, summaryJson, "is in a directory that is not writable (" + dir + ")", allowed);
-    }
-  }
+  if (!summaryJson.empty()) checkWritableFile(kEnvSummaryJson, summaryJson, summaryPathForRank(0), kSummaryAllowed);
 }
 
 Config Config::fromVariables(const std::map<std::string, std::string>& vars,

@@ -186,7 +186,10 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   out << ",\n    \"stop_unix_seconds\": ";
   writeNumber(out, run.stopUnixSeconds, "%.6f");
   out << ",\n    \"memory_reports\": " << run.memoryReports << ",\n";
-  out << "    \"dropped_calls\": " << run.droppedCalls << "\n  },\n";
+  out << "    \"dropped_calls\": " << run.droppedCalls << ",\n";
+  out << "    \"overhead_seconds\": ";
+  writeNumber(out, run.overheadSeconds, "%.6f");
+  out << "\n  },\n";
   writeLayers(out, stats, "  ");
   if (cluster != nullptr) {
     out << ",\n";

@@ -152,7 +152,7 @@ void Reporter::publishMetrics() {
   m.forwardSecondsPerStep = lastMine_.forwardSeconds;
   m.backwardSecondsPerStep = lastMine_.backwardSeconds;
   m.stepSeconds = lastMine_.stepSeconds;
-  m.overheadSeconds = session_.overheadSeconds();
+  m.overheadSeconds = m.run.overheadSeconds;
   m.paused = session_.paused();
   m.sampleEvery = session_.sampleEvery();
   if (metrics_) {

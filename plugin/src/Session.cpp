@@ -228,6 +228,7 @@ RunInfo Session::runInfo() {
   run.explicitSteps = explicitSteps_.load();
   run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
   run.droppedCalls += stats_.droppedCalls();
+  run.overheadSeconds = overheadSeconds();
   return run;
 }
 

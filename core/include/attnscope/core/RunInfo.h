@@ -21,6 +21,7 @@ struct RunInfo {
   double stopUnixSeconds = 0;
   uint64_t memoryReports = 0;   // allocator reports received
   uint64_t droppedCalls = 0;    // calls of layers beyond ATTNSCOPE_MAX_LAYERS
+  double overheadSeconds = 0;   // attnscope's own time on the training threads
 };
 
 }  // namespace attnscope
