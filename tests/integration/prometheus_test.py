@@ -6,8 +6,9 @@ Cases:
   scrape4_straggler  4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1; Prometheus
                      scrapes them through the file_sd file rank 0 writes: every endpoint is clean
                      for `promtool check metrics`, series of every rank arrive, rank 2's straggler
-                     score is the highest and above the threshold, histograms are well formed, and
-                     every query of launch/grafana/attnscope.json returns data
+                     score is the highest and above the threshold, histograms are well formed,
+                     every query of launch/grafana/attnscope.json returns data, and a /control
+                     request to rank 0 changes the sample rate of all 4 ranks
   auth_push_control  1 rank whose port is taken (falls back to a free one), with basic auth, a push
                      gateway and runtime control: unauthenticated scrapes get 401, the fallback is
                      exported, /control changes the sample rate, the last push has the final step
@@ -134,6 +135,7 @@ def case_scrape4_straggler(tmp):
     master = free_ports(2)
     env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1",
                ATTNSCOPE_PORT=str(metrics_port), ATTNSCOPE_FILE_SD=targets, ATTNSCOPE_JOB="scrape-test",
+               ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token",
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     cmd = [os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "4", "--master_port", str(master),
            "--no_python", EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "75",
@@ -199,6 +201,14 @@ def case_scrape4_straggler(tmp):
         print("layer 1 forward seconds per step, per rank:", {k: f"{v:.2e}" for k, v in sorted(by_rank.items())})
         check(by_rank["2"] == max(by_rank.values()), "rank 2's layer 1 time per step is not the highest")
 
+        # Runtime control: one request to rank 0, applied by every rank at the next round.
+        status, body = http_get(f"http://127.0.0.1:{metrics_port}/control",
+                                {"Authorization": "Bearer scrape-test-control-token"}, data=b"sample_every=3",
+                                method="POST")
+        check(status == 200, f"control request: {status} {body}")
+        wait_for("attnscope_sample_every 3 on all 4 ranks", lambda: {
+            r["metric"]["rank"] for r in prom.query('attnscope_sample_every{job="scrape-test"} == 3')} == all_ranks, 30)
+        print("control: sample_every=3 sent to rank 0, in force on all 4 ranks")
     finally:
         code = job.wait(timeout=120)
         prom.stop()
