@@ -18,12 +18,16 @@ constexpr int64_t kMaxSampleEvery = 1000000;
 constexpr double kMinIntervalS = 0.1;
 constexpr double kMaxIntervalS = 3600.0;
 constexpr int64_t kMaxMaxLayers = 65536;
+constexpr int64_t kMaxTraceMaxMb = 1048576;
 
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
 constexpr char kAggregationAllowed[] = "one of auto, gloo, nccl, mpi, local, none";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
+constexpr char kTraceDirAllowed[] =
+    "a writable directory, or a path that can be created under a writable directory";
+constexpr char kTraceMaxMbAllowed[] = "an integer from 1 to 1048576";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
                        const std::string& allowed) {
@@ -162,6 +166,10 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvStorePort, "int", "0", "an integer from 0 to 65535",
        "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
        "provides a store; 0 means MASTER_PORT + 1"},
+      {kEnvTraceDir, "path", "(none)", kTraceDirAllowed,
+       "write this rank's trace store (rank-<r>.sqlite) here, committed every interval"},
+      {kEnvTraceMaxMb, "int", "1024", kTraceMaxMbAllowed,
+       "size cap of one rank's trace file in MiB; the oldest step records are dropped first"},
   };
   return kVariables;
 }
@@ -195,6 +203,10 @@ bool Config::set(const std::string& name, const std::string& value) {
     roundTimeoutSeconds = parseDouble(name, value, 1.0, 3600.0);
   } else if (name == kEnvStorePort) {
     storePort = parseInt(name, value, 0, 65535);
+  } else if (name == kEnvTraceDir) {
+    traceDir = value;
+  } else if (name == kEnvTraceMaxMb) {
+    traceMaxMb = parseInt(name, value, 1, kMaxTraceMaxMb);
   } else {
     return false;
   }
@@ -241,6 +253,28 @@ void Config::validate() const {
     }
     if (::access(dir.c_str(), W_OK) != 0) {
       fail(kEnvSummaryJson, summaryJson, "is in a directory that is not writable (" + dir + ")", allowed);
+    }
+  }
+  checkRange(kEnvTraceMaxMb, static_cast<double>(traceMaxMb), 1, kMaxTraceMaxMb, kTraceMaxMbAllowed);
+  if (!traceDir.empty()) {
+    // The directory itself, or else its nearest existing ancestor (the store creates the rest).
+    std::string dir = traceDir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    struct stat st {};
+    std::string existing = dir;
+    while (::stat(existing.c_str(), &st) != 0) {
+      const auto slash = existing.rfind('/');
+      existing = slash == std::string::npos ? "." : (slash == 0 ? "/" : existing.substr(0, slash));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      fail(kEnvTraceDir, traceDir,
+           existing == dir ? "is not a directory" : "cannot be created (" + existing + " is not a directory)",
+           kTraceDirAllowed);
+    }
+    if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+      fail(kEnvTraceDir, traceDir,
+           existing == dir ? "is not writable" : "cannot be created (" + existing + " is not writable)",
+           kTraceDirAllowed);
     }
   }
 }
