@@ -62,17 +62,19 @@ void heatmap(std::ostringstream& o, const Analysis& a) {
   const int cellH = std::clamp(360 / rows, 3, 26);
   const double cellW = static_cast<double>(width) / bins;
   const int height = top + rows * cellH + 60;
-  double lo = INFINITY, hi = -INFINITY;
+  // Colour scale from the smallest value to the 95th percentile: one preempted bin would
+  // otherwise flatten every other cell into the same colour.
+  std::vector<double> values;
   for (const auto& row : a.binAttentionSeconds) {
     for (double v : row) {
-      if (std::isfinite(v)) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
+      if (std::isfinite(v)) values.push_back(v);
     }
   }
+  std::sort(values.begin(), values.end());
+  double lo = values.empty() ? 0 : values.front();
+  double hi = values.empty() ? 1 : values[std::min(values.size() - 1, values.size() * 95 / 100)];
   if (!(hi > lo)) hi = lo + 1e-9;
-  o << "<svg class=\"plot\" id=\"heatmap\" width=\"" << left + width + 20 << "\" height=\"" << height
+  o << "<svg class=\"plot\" id=\"heatmap\" width=\"" << left + width + 40 << "\" height=\"" << height
     << "\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"attention time per step, rank by time\">\n";
   for (int r = 0; r < rows; ++r) {
     const int y = top + r * cellH;
@@ -105,7 +107,7 @@ void heatmap(std::ostringstream& o, const Analysis& a) {
     o << "<rect x=\"" << left + i * 4 << "\" y=\"" << ly << "\" width=\"4\" height=\"10\" fill=\"" << heatColor(i / 49.0) << "\"/>";
   }
   o << "\n<text x=\"" << left + 206 << "\" y=\"" << ly + 9 << "\" class=\"lbl\">" << html(text::seconds(lo)) << " to "
-    << html(text::seconds(hi)) << " attention per step (median in the bin); red outline: score above "
+    << html(text::seconds(hi)) << "+ attention per step (median in the bin); red outline: score above "
     << fmt("%.2f", a.threshold) << "</text>\n</svg>\n";
 }
 
@@ -123,7 +125,7 @@ void scoreTimeline(std::ostringstream& o, const Analysis& a) {
   const double lo = 0;
   const auto X = [&](double bin) { return left + width * (bin + 0.5) / bins; };
   const auto Y = [&](double v) { return top + height * (1 - (v - lo) / (hi - lo)); };
-  o << "<svg class=\"plot\" id=\"timeline\" width=\"" << left + width + 20 << "\" height=\"" << top + height + 50
+  o << "<svg class=\"plot\" id=\"timeline\" width=\"" << left + width + 40 << "\" height=\"" << top + height + 50
     << "\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"straggler score per rank over time\">\n";
   for (const StragglerEpisode& e : a.stragglers) {
     const double x0 = left + width * static_cast<double>(e.firstBin) / bins;
@@ -261,7 +263,7 @@ std::string HtmlReport::render(const Analysis& a) {
       const StragglerEpisode& e = a.stragglers[i];
       o << "<div class=\"finding\"" << (i == 0 ? " id=\"verdict\"" : "") << "><b class=\"big\">Straggler: rank " << e.rank;
       if (!e.layer.empty()) o << ", layer " << html(e.layer);
-      o << "</b><br>" << fmt("%.2f", e.maxScore) << "&times; the median attention time per step (mean "
+      o << "</b><br>" << fmt("%.2f", e.maxScore) << "&times; the other ranks' median attention time per step (mean "
         << fmt("%.2f", e.meanScore) << "&times;, +" << html(text::seconds(e.excessSecondsPerStep)) << " per step), steps "
         << e.firstStep << "&ndash;" << e.lastStep << ", +" << fmt("%.1f", e.startUnix - a.startUnix) << " s to +"
         << fmt("%.1f", e.endUnix - a.startUnix) << " s.";
@@ -302,7 +304,7 @@ std::string HtmlReport::render(const Analysis& a) {
   o << "<h2>Attention time per step, rank &times; time</h2>\n";
   heatmap(o, a);
   o << "<h2>Straggler score over time</h2>\n<div class=\"sub\">A rank's median attention time per step in the bin over "
-       "the median of the ranks; shaded: straggler episodes.</div>\n";
+       "the median of the other ranks; shaded: straggler episodes.</div>\n";
   scoreTimeline(o, a);
   o << "<h2>Forward vs backward per layer and rank</h2>\n<div class=\"sub\">Median time per sampled step.</div>\n";
   layerBars(o, a, "fwdbwd", "forward and backward time per layer per rank",

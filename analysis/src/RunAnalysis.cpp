@@ -205,15 +205,14 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     row.forwardSeconds = fwd.empty() ? 0 : median(fwd);
     row.backwardSeconds = bwd.empty() ? 0 : median(bwd);
   }
-  {
-    std::vector<double> totals;
-    for (const RankSteps& r : ranks) {
-      if (!r.attention.empty()) totals.push_back(median(r.attention));
+  for (const RankSteps& r : ranks) {
+    if (r.attention.empty()) continue;
+    std::vector<double> others;
+    for (const RankSteps& o : ranks) {
+      if (o.rank != r.rank && !o.attention.empty()) others.push_back(median(o.attention));
     }
-    const double m = median(totals);
-    for (const RankSteps& r : ranks) {
-      if (!r.attention.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = median(r.attention) / m;
-    }
+    const double m = median(others);
+    if (!others.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = median(r.attention) / m;
   }
 
   // Timeline bins.
@@ -231,15 +230,18 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
     for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = median(perBin[b]);
   }
+  // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
+  // (with two ranks, the median of both would halve any difference).
   for (int b = 0; b < bins; ++b) {
-    std::vector<double> present;
-    for (const auto& row : a.binAttentionSeconds) {
-      if (!std::isnan(row[b])) present.push_back(row[b]);
-    }
-    const double m = median(present);
-    if (present.size() < 2 || !(m > 0)) continue;  // one rank alone has nobody to be slower than
     for (size_t r = 0; r < a.ranks.size(); ++r) {
-      if (!std::isnan(a.binAttentionSeconds[r][b])) a.binScore[r][b] = a.binAttentionSeconds[r][b] / m;
+      const double mine = a.binAttentionSeconds[r][b];
+      if (std::isnan(mine)) continue;
+      std::vector<double> others;
+      for (size_t o = 0; o < a.ranks.size(); ++o) {
+        if (o != r && !std::isnan(a.binAttentionSeconds[o][b])) others.push_back(a.binAttentionSeconds[o][b]);
+      }
+      const double m = median(others);
+      if (!others.empty() && m > 0) a.binScore[r][b] = mine / m;  // alone: nobody to be slower than
     }
   }
 

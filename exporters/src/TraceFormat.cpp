@@ -21,12 +21,20 @@ namespace traceformat {
 namespace {
 
 constexpr double kCodesPerOctave = 1024.0;
+constexpr double kCodesPerOctave12 = 64.0;
 constexpr uint32_t kMaxLayerKey = (1u << 24);  // layers beyond 4M are malformed
 constexpr size_t kMaxCallsPerStep = 1u << 20;
 
 void putU16(std::string* out, uint16_t v) {
   out->push_back(static_cast<char>(v & 0xff));
   out->push_back(static_cast<char>(v >> 8));
+}
+
+// Two 12-bit codes in 3 bytes.
+void putPair12(std::string* out, uint16_t a, uint16_t b) {
+  out->push_back(static_cast<char>(a & 0xff));
+  out->push_back(static_cast<char>(((a >> 8) & 0x0f) | ((b & 0x0f) << 4)));
+  out->push_back(static_cast<char>(b >> 4));
 }
 
 void putVarint(std::string* out, uint64_t v) {
@@ -44,6 +52,13 @@ struct Cursor {
     if (end - p < 2) return false;
     *v = static_cast<uint16_t>(p[0] | (p[1] << 8));
     p += 2;
+    return true;
+  }
+  bool pair12(uint16_t* a, uint16_t* b) {
+    if (end - p < 3) return false;
+    *a = static_cast<uint16_t>(p[0] | ((p[1] & 0x0f) << 8));
+    *b = static_cast<uint16_t>((p[1] >> 4) | (p[2] << 4));
+    p += 3;
     return true;
   }
   bool varint(uint64_t* v) {
@@ -72,14 +87,25 @@ int64_t decodeValue(uint16_t code) {
   return v >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(std::llround(v));
 }
 
+uint16_t encodeValue12(int64_t v) {
+  if (v <= 0) return 0;
+  const double code = 1.0 + std::round(std::log2(static_cast<double>(v)) * kCodesPerOctave12);
+  return static_cast<uint16_t>(std::min(code, 4095.0));
+}
+
+int64_t decodeValue12(uint16_t code) {
+  if (code == 0) return 0;
+  const double v = std::exp2((std::min<uint16_t>(code, 4095) - 1) / kCodesPerOctave12);
+  return v >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(std::llround(v));
+}
+
 void encodeCalls(const std::vector<TraceCall>& calls, std::string* out) {
   putVarint(out, calls.size());
   for (const TraceCall& c : calls) {
     putVarint(out, static_cast<uint64_t>(c.layer) * 4 + static_cast<uint64_t>(c.phase));
     putVarint(out, c.calls);
     putU16(out, encodeValue(c.ns));
-    putU16(out, encodeValue(c.bytes));
-    putU16(out, encodeValue(c.peak));
+    putPair12(out, encodeValue12(c.bytes), encodeValue12(c.peak));
     uint16_t mask = 0;
     for (int k = 0; k < kNumOpKinds; ++k) {
       if (c.kinds[k].ns > 0 || c.kinds[k].bytes > 0 || c.kinds[k].peak > 0) mask |= 1u << k;
@@ -88,8 +114,7 @@ void encodeCalls(const std::vector<TraceCall>& calls, std::string* out) {
     for (int k = 0; k < kNumOpKinds; ++k) {
       if ((mask & (1u << k)) == 0) continue;
       putU16(out, encodeValue(c.kinds[k].ns));
-      putU16(out, encodeValue(c.kinds[k].bytes));
-      putU16(out, encodeValue(c.kinds[k].peak));
+      putPair12(out, encodeValue12(c.kinds[k].bytes), encodeValue12(c.kinds[k].peak));
     }
   }
 }
@@ -106,8 +131,8 @@ bool decodeCalls(const uint8_t* data, size_t size, std::vector<TraceCall>* out, 
   };
   uint64_t n = 0;
   if (!in.varint(&n)) return bad("truncated call count");
-  // Each call takes at least 10 bytes: a count beyond that is malformed, whatever it claims.
-  if (n > kMaxCallsPerStep || n > size / 10) return bad("call count " + std::to_string(n) + " too large");
+  // Each call takes at least 9 bytes: a count beyond that is malformed, whatever it claims.
+  if (n > kMaxCallsPerStep || n > size / 9) return bad("call count " + std::to_string(n) + " too large");
   out->reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
     TraceCall c;
@@ -120,15 +145,15 @@ bool decodeCalls(const uint8_t* data, size_t size, std::vector<TraceCall>* out, 
     c.phase = static_cast<Phase>(key & 3);
     c.calls = static_cast<uint32_t>(calls);
     uint16_t ns = 0, bytes = 0, peak = 0, mask = 0;
-    if (!in.u16(&ns) || !in.u16(&bytes) || !in.u16(&peak) || !in.u16(&mask)) return bad("truncated call");
+    if (!in.u16(&ns) || !in.pair12(&bytes, &peak) || !in.u16(&mask)) return bad("truncated call");
     if (mask >> kNumOpKinds) return bad("op kind mask has unknown kinds");
     c.ns = decodeValue(ns);
-    c.bytes = decodeValue(bytes);
-    c.peak = decodeValue(peak);
+    c.bytes = decodeValue12(bytes);
+    c.peak = decodeValue12(peak);
     for (int k = 0; k < kNumOpKinds; ++k) {
       if ((mask & (1u << k)) == 0) continue;
-      if (!in.u16(&ns) || !in.u16(&bytes) || !in.u16(&peak)) return bad("truncated op kind");
-      c.kinds[k] = {decodeValue(ns), decodeValue(bytes), decodeValue(peak)};
+      if (!in.u16(&ns) || !in.pair12(&bytes, &peak)) return bad("truncated op kind");
+      c.kinds[k] = {decodeValue(ns), decodeValue12(bytes), decodeValue12(peak)};
     }
     out->push_back(c);
   }

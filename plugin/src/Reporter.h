@@ -13,6 +13,7 @@
 #include "attnscope/core/Config.h"
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/core/Topology.h"
+#include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
 namespace detail {
@@ -33,6 +34,8 @@ class Reporter {
   // not finish in time and were left behind (the caller must then keep this object alive).
   bool stop();
   ClusterReport report();
+  // Health of this rank's trace store (ATTNSCOPE_TRACE_DIR).
+  TraceStoreStats traceStats();
 
  private:
   void run();
@@ -73,6 +76,20 @@ class Reporter {
   std::atomic<bool> storeReady_{false};
   std::thread thread_;
   std::thread heartbeatThread_;
+
+  // ---- Trace store (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
+  // After every round: the session's sampled steps, this rank's window and, on rank 0, the
+  // detector's round and episodes, in one transaction. A failure is logged once and counted;
+  // training never waits on it.
+  void openTrace();
+  void writeTrace(bool last);
+  std::unique_ptr<TraceStore> trace_;
+  bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
+  RankWindow traceWindow_;
+  uint64_t traceRoundsWritten_ = 0;
+  std::mutex traceMutex_;
+  TraceStoreStats traceStats_;
+  // ---- end of the trace store ----
 };
 
 }  // namespace detail

@@ -71,7 +71,7 @@ TEST(RunAnalysisTest, NoInjectionNoStraggler) {
   const Analysis a = analyzeDir(dir.path());
   EXPECT_TRUE(a.stragglers.empty());
   EXPECT_TRUE(a.memoryOutliers.empty());
-  for (const auto& r : a.ranks) EXPECT_NEAR(r.score, 1.0, 0.02);
+  for (const auto& r : a.ranks) EXPECT_NEAR(r.score, 1.0, 0.03);  // bases 1000 to 1020
   EXPECT_NE(analysis::HtmlReport::render(a).find("<b class=\"big\">No straggler</b>"), std::string::npos);
 }
 

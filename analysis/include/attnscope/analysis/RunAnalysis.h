@@ -11,8 +11,8 @@ namespace attnscope {
 namespace analysis {
 
 struct AnalysisOptions {
-  // A rank is slow in a time bin when its typical attention time per step exceeds threshold ×
-  // the median of the ranks with steps in that bin...
+  // A rank is slow in a time bin when its typical (median) attention time per step exceeds
+  // threshold × the median of the other ranks with steps in that bin...
   double threshold = 1.2;
   // ...and a straggler episode is at least this many consecutive slow bins.
   int minBins = 3;
@@ -38,7 +38,7 @@ struct RankRow {
   double firstUnix = 0, lastUnix = 0;
   double forwardSeconds = 0;   // median attention forward (+ recompute) time per sampled step
   double backwardSeconds = 0;  // median attention backward time per sampled step
-  double score = 0;            // attention time per step over the median of the ranks
+  double score = 0;            // attention time per step over the median of the other ranks
   uint64_t badSteps = 0;       // undecodable step records left out
 };
 

@@ -47,16 +47,20 @@ struct EncodedStep {
   std::string data;
 };
 
-// The compact per-step record of the trace store (docs/ANALYSIS.md, "step records"). Each figure
-// is a 16-bit log-scale code (1024 codes per octave: a value from 1 to 2^63 comes back within
-// 0.034% plus half a unit; below 1400 exactly); per (layer, phase): a varint key (layer × 4 + phase), a varint call count, call ns,
-// bytes and peak, a 16-bit mask of the op kinds present, then ns, bytes and peak per kind.
+// The compact per-step record of the trace store (docs/ANALYSIS.md, "step records"). Times are
+// 16-bit log-scale codes (1024 codes per octave: a value from 1 to 2^63 comes back within 0.034%
+// plus half a unit, below 1400 exactly); bytes and peaks are 12-bit codes (64 per octave: within
+// 0.55% plus half a unit), two of them in 3 bytes. Per (layer, phase): a varint key
+// (layer × 4 + phase), a varint call count, the call's ns, bytes and peak, a 16-bit mask of the
+// op kinds present, then ns, bytes and peak per kind present: 9 + 5 × kinds bytes.
 namespace traceformat {
 
 constexpr int kFormatVersion = 1;
 
-uint16_t encodeValue(int64_t v);   // negative values are stored as 0
+uint16_t encodeValue(int64_t v);   // 16-bit code; negative values are stored as 0
 int64_t decodeValue(uint16_t code);
+uint16_t encodeValue12(int64_t v);  // 12-bit code (0 to 4095)
+int64_t decodeValue12(uint16_t code);
 
 // Appends the encoded calls of one step to `out`.
 void encodeCalls(const std::vector<TraceCall>& calls, std::string* out);
