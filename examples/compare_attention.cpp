@@ -153,13 +153,15 @@ struct Row {
   int64_t fwdPeak = 0, bwdPeak = 0;  // peak live bytes above the call's start
 };
 
-// Least-squares slope of log(time) on log(seq).
-double exponent(const std::vector<Row>& rows, const std::string& impl, int64_t heads, int64_t from, int* points) {
+// Least-squares slope of log(value) on log(seq).
+template <typename Value>
+double exponent(const std::vector<Row>& rows, const std::string& impl, int64_t heads, int64_t from, Value value,
+                int* points) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
   int n = 0;
   for (const Row& r : rows) {
-    if (r.impl != impl || r.heads != heads || r.seq < from || !(r.fwd + r.bwd > 0)) continue;
-    const double x = std::log(static_cast<double>(r.seq)), y = std::log(r.fwd + r.bwd);
+    if (r.impl != impl || r.heads != heads || r.seq < from || !(value(r) > 0)) continue;
+    const double x = std::log(static_cast<double>(r.seq)), y = std::log(value(r));
     sx += x, sy += y, sxx += x * x, sxy += x * y, ++n;
   }
   *points = n;
@@ -248,27 +250,37 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   // SDPA: LibTorch 1.13 has it as aten::_scaled_dot_product_attention, 2.x as the public op.
   std::cerr << "compare_attention: " << o.impls.size() << " implementations x " << o.seqs.size() << " lengths x "
-            << o.heads.size() << " head counts, " << o.reps << " reps each (plus one warm-up), "
+            << o.heads.size() << " head counts, " << o.reps << " passes over every configuration (plus a warm-up pass), "
             << at::get_num_threads() << " threads; SDPA through "
             << (ATTNSCOPE_SDPA_PUBLIC ? "at::scaled_dot_product_attention" : "at::_scaled_dot_product_attention")
             << "\n";
+  // Every configuration once per pass, a warm-up pass first: on a shared machine a burst of
+  // load then hits one call of each configuration, not all calls of one, and the fastest call
+  // of each configuration is taken.
+  struct Config {
+    std::string impl, name;
+    int64_t seq, heads;
+    attnscope::MultiheadAttention mha{nullptr}, warmMha{nullptr};
+  };
+  std::vector<Config> configs;
   for (const std::string& impl : o.impls) {
     for (int64_t heads : o.heads) {
       for (int64_t seq : o.seqs) {
-        const std::string name = layerName(impl, seq, heads);
-        attnscope::MultiheadAttention mha(nullptr);
-        if (impl == "mha") mha = attnscope::MultiheadAttention(name, torch::nn::MultiheadAttentionOptions(o.dModel, heads));
-        attnscope::MultiheadAttention warmMha(nullptr);
-        if (impl == "mha") warmMha = attnscope::MultiheadAttention("warm-up", torch::nn::MultiheadAttentionOptions(o.dModel, heads));
-        runOnce(impl, "warm-up", seq, heads, o, &warmMha);
-        attnscope::step();
-        for (int64_t r = 0; r < o.reps; ++r) {
-          runOnce(impl, name, seq, heads, o, &mha);
-          attnscope::step();
+        Config c{impl, layerName(impl, seq, heads), seq, heads};
+        if (impl == "mha") {
+          c.mha = attnscope::MultiheadAttention(c.name, torch::nn::MultiheadAttentionOptions(o.dModel, heads));
+          c.warmMha = attnscope::MultiheadAttention("warm-up", torch::nn::MultiheadAttentionOptions(o.dModel, heads));
         }
-        std::cerr << "  " << name << " done\n";
+        configs.push_back(std::move(c));
       }
     }
+  }
+  for (int64_t pass = 0; pass <= o.reps; ++pass) {
+    for (Config& c : configs) {
+      runOnce(c.impl, pass == 0 ? "warm-up" : c.name, c.seq, c.heads, o, pass == 0 ? &c.warmMha : &c.mha);
+      attnscope::step();
+    }
+    std::cerr << "  " << (pass == 0 ? std::string("warm-up pass") : "pass " + std::to_string(pass)) << " done\n";
   }
   const attnscope::StatsTable stats = attnscope::statistics();
   attnscope::stop();
@@ -303,18 +315,23 @@ int main(int argc, char** argv) {
                   (r.fwd + r.bwd) * 1e3, r.fwdPeak / 1048576.0, r.bwdPeak / 1048576.0);
     table << line;
   }
-  table << "\nfitted exponent of fwd+bwd time against sequence length (lengths >= " << o.fitFrom << "):\n";
+  table << "\nfitted exponent against sequence length (lengths >= " << o.fitFrom
+        << "): fwd+bwd time, forward peak memory\n";
   std::ostringstream fits;
   for (const std::string& impl : o.impls) {
     for (int64_t heads : o.heads) {
       int points = 0;
-      const double e = exponent(rows, impl, heads, o.fitFrom, &points);
-      char line[160];
-      std::snprintf(line, sizeof(line), "  %-6s %3lld heads: %s (%d lengths)\n", impl.c_str(), static_cast<long long>(heads),
-                    std::isfinite(e) ? fmt("%.2f", e).c_str() : "n/a (fewer than 2 lengths)", points);
+      const double e = exponent(rows, impl, heads, o.fitFrom, [](const Row& r) { return r.fwd + r.bwd; }, &points);
+      const double m = exponent(rows, impl, heads, o.fitFrom, [](const Row& r) { return double(r.fwdPeak); }, &points);
+      char line[200];
+      std::snprintf(line, sizeof(line), "  %-6s %3lld heads: time %s, memory %s (%d lengths)\n", impl.c_str(),
+                    static_cast<long long>(heads), std::isfinite(e) ? fmt("%.2f", e).c_str() : "n/a",
+                    std::isfinite(m) ? fmt("%.2f", m).c_str() : "n/a", points);
       table << line;
       fits << (fits.tellp() > 0 ? ", " : "") << "{\"impl\": \"" << impl << "\", \"heads\": " << heads
-           << ", \"exponent\": " << (std::isfinite(e) ? fmt("%.4f", e) : "null") << ", \"lengths\": " << points << "}";
+           << ", \"exponent\": " << (std::isfinite(e) ? fmt("%.4f", e) : "null")
+           << ", \"memory_exponent\": " << (std::isfinite(m) ? fmt("%.4f", m) : "null") << ", \"lengths\": " << points
+           << "}";
     }
   }
   std::cout << table.str();

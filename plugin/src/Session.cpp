@@ -300,6 +300,10 @@ void Session::traceStepEnd(uint64_t step) {
   traceLastStepNs_ = now;
 }
 
+TraceStoreStats Session::traceStats() {
+  return reporter_ ? reporter_->traceStats() : TraceStoreStats();
+}
+
 std::vector<EncodedStep> Session::takeTraceSteps(uint64_t* dropped) {
   std::vector<EncodedStep> steps;
   std::lock_guard<std::mutex> lock(statsMutex_);

@@ -89,6 +89,8 @@ class Session {
   // The sampled steps that ended since the last call, encoded; `dropped` gets the steps the
   // bounded buffer could not keep since then (reporter thread).
   std::vector<EncodedStep> takeTraceSteps(uint64_t* dropped);
+  // Health of this rank's trace store (for exporters); all zero when no reporter runs.
+  TraceStoreStats traceStats();
 
  private:
   // statsMutex_ held: one call into the current step's entry for its (layer, phase); the end of a
