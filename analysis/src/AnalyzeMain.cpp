@@ -123,7 +123,7 @@ void summary(const Analysis& a, std::ostream& out) {
   for (const StragglerEpisode& e : a.stragglers) {
     char buf[512];
     std::snprintf(buf, sizeof(buf),
-                  "  straggler: rank %d, %.2fx median (mean %.2fx), steps %llu-%llu, +%.1f s to +%.1f s; %s %s %s "
+                  "  straggler: rank %d, %.2fx the other ranks' median (mean %.2fx), steps %llu-%llu, +%.1f s to +%.1f s; %s %s %s "
                   "(layer %.0f%% of the excess, op kind %.0f%%)\n",
                   e.rank, e.maxScore, e.meanScore, static_cast<unsigned long long>(e.firstStep),
                   static_cast<unsigned long long>(e.lastStep), e.startUnix - a.startUnix, e.endUnix - a.startUnix,

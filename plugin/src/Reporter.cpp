@@ -197,6 +197,7 @@ void Reporter::run() {
       wake_.wait_for(lock, interval, [this] { return stopping_; });
       last = stopping_;
     }
+    traceWritten_ = false;
     try {
       if (last) {
         finalRound();
@@ -207,7 +208,9 @@ void Reporter::run() {
       // Collectives report their own failures; what escapes is the store's.
       loseStore(e.what());
     }
-    writeTrace(last);
+    // round() committed this rank's steps before its collectives; rank 0 adds the round's
+    // findings, the last round closes the file.
+    if (last || detector_ || !traceWritten_) writeTrace(last);
     if (last) break;
   }
   aggregator_.reset();  // MPI finalises here, on the thread that initialised it
@@ -271,8 +274,10 @@ void Reporter::finalRound() {
 void Reporter::round(bool collectives) {
   Window w = session_.takeWindow();
   const RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
-  traceWindow_ = mine;  // trace store: written after the round
+  traceWindow_ = mine;  // trace store: committed before the collectives, which may wait on peers
   traceHaveWindow_ = true;
+  writeTrace(/*last=*/false);
+  traceWritten_ = true;
   if (!aggregator_) return;
   if (!collectives || !aggregator_->healthy()) {
     roundDegraded(mine);

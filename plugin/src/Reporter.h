@@ -78,13 +78,15 @@ class Reporter {
   std::thread heartbeatThread_;
 
   // ---- Trace store (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
-  // After every round: the session's sampled steps, this rank's window and, on rank 0, the
-  // detector's round and episodes, in one transaction. A failure is logged once and counted;
+  // Every round: the session's sampled steps and this rank's window, committed before the
+  // round's collectives (which may wait on slow or dead peers); on rank 0 the detector's round and
+  // episodes after them. A failure is logged once and counted;
   // training never waits on it.
   void openTrace();
   void writeTrace(bool last);
   std::unique_ptr<TraceStore> trace_;
   bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
+  bool traceWritten_ = false;     // round() committed in this iteration
   RankWindow traceWindow_;
   uint64_t traceRoundsWritten_ = 0;
   std::mutex traceMutex_;

