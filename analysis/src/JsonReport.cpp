@@ -151,7 +151,8 @@ std::string JsonReport::render(const Analysis& a) {
       << ", \"end_unix\": " << jsonNumber(e.endUnix, "%.6f") << ", \"start_offset_seconds\": "
       << offset(e.startUnix) << ", \"end_offset_seconds\": " << offset(e.endUnix)
       << ", \"max_score\": " << jsonNumber(e.maxScore, "%.4f") << ", \"mean_score\": "
-      << jsonNumber(e.meanScore, "%.4f") << ", \"excess_seconds_per_step\": "
+      << jsonNumber(e.meanScore, "%.4f") << ", \"slow_bins\": " << e.slowBins << ", \"bins\": "
+      << (e.lastBin - e.firstBin + 1) << ", \"excess_seconds_per_step\": "
       << jsonNumber(e.excessSecondsPerStep) << ", \"layer\": " << jsonString(e.layer)
       << ", \"layer_share\": " << jsonNumber(e.layerShare, "%.4f") << ", \"phase\": \""
       << (e.layer.empty() ? "" : phaseName(e.phase)) << "\", \"op_kind\": \""

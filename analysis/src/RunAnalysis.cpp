@@ -263,6 +263,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         e.endUnix = a.startUnix + (last + 1) * a.binSeconds;
         e.maxScore = maxScore;
         e.meanScore = sum / count;
+        e.slowBins = count;
         a.stragglers.push_back(e);
       }
       first = last = -1;
@@ -282,6 +283,25 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       }
     }
     close();
+  }
+
+  // Episodes of one rank less than minBins bins apart are one episode (a short dip, a preempted
+  // bin of the other ranks).
+  {
+    std::vector<StragglerEpisode> merged;
+    for (const StragglerEpisode& e : a.stragglers) {  // in rank, then time order
+      StragglerEpisode* last = merged.empty() ? nullptr : &merged.back();
+      if (last != nullptr && last->rank == e.rank && e.firstBin - last->lastBin - 1 < minBins) {
+        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) / (last->slowBins + e.slowBins);
+        last->slowBins += e.slowBins;
+        last->maxScore = std::max(last->maxScore, e.maxScore);
+        last->lastBin = e.lastBin;
+        last->endUnix = e.endUnix;
+      } else {
+        merged.push_back(e);
+      }
+    }
+    a.stragglers.swap(merged);
   }
 
   // Attribution of each episode: per (layer, phase, cell), the rank's median time per step in the

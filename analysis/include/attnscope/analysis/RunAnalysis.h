@@ -47,7 +47,8 @@ struct StragglerEpisode {
   int firstBin = 0, lastBin = 0;
   uint64_t firstStep = 0, lastStep = 0;
   double startUnix = 0, endUnix = 0;
-  double maxScore = 0, meanScore = 0;
+  double maxScore = 0, meanScore = 0;  // over the bins above the threshold
+  int slowBins = 0;                    // bins above the threshold (gaps shorter than minBins join)
   // What the excess is made of: the layer with the largest excess over the other ranks, its phase
   // and op kind with the largest excess, and their shares of the summed excess.
   std::string layer;
