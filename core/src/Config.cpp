@@ -21,6 +21,7 @@ constexpr int64_t kMaxSampleEvery = 1000000;
 constexpr double kMinIntervalS = 0.1;
 constexpr double kMaxIntervalS = 3600.0;
 constexpr int64_t kMaxMaxLayers = 65536;
+constexpr int64_t kMaxTraceMaxMb = 1048576;
 
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
@@ -31,6 +32,9 @@ constexpr char kUrlAllowed[] = "an http:// URL with a host and a port, such as h
 constexpr char kJobAllowed[] = "letters, digits, '_', '-', '.' (1 to 128 characters)";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
+constexpr char kTraceDirAllowed[] =
+    "a writable directory, or a path that can be created under a writable directory";
+constexpr char kTraceMaxMbAllowed[] = "an integer from 1 to 1048576";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
                        const std::string& allowed) {
@@ -205,6 +209,10 @@ const std::vector<Config::Variable>& Config::variables() {
        "rank 0 writes a Prometheus file_sd JSON with every rank's endpoint and labels here"},
       {kEnvJob, "string", "(TORCHELASTIC_RUN_ID or attnscope)", kJobAllowed,
        "value of the job label on every series"},
+      {kEnvTraceDir, "path", "(none)", kTraceDirAllowed,
+       "write this rank's trace store (rank-<r>.sqlite) here, committed every interval"},
+      {kEnvTraceMaxMb, "int", "1024", kTraceMaxMbAllowed,
+       "size cap of one rank's trace file in MiB; the oldest step records are dropped first"},
   };
   return kVariables;
 }
@@ -254,6 +262,10 @@ bool Config::set(const std::string& name, const std::string& value) {
     fileSd = value;
   } else if (name == kEnvJob) {
     job = value;
+  } else if (name == kEnvTraceDir) {
+    traceDir = value;
+  } else if (name == kEnvTraceMaxMb) {
+    traceMaxMb = parseInt(name, value, 1, kMaxTraceMaxMb);
   } else {
     return false;
   }
@@ -320,6 +332,28 @@ void Config::validate() const {
     if (!ok) fail(kEnvJob, job, "has characters a label value should not carry", kJobAllowed);
   }
   if (!summaryJson.empty()) checkWritableFile(kEnvSummaryJson, summaryJson, summaryPathForRank(0), kSummaryAllowed);
+  checkRange(kEnvTraceMaxMb, static_cast<double>(traceMaxMb), 1, kMaxTraceMaxMb, kTraceMaxMbAllowed);
+  if (!traceDir.empty()) {
+    // The directory itself, or else its nearest existing ancestor (the store creates the rest).
+    std::string dir = traceDir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    struct stat st {};
+    std::string existing = dir;
+    while (::stat(existing.c_str(), &st) != 0) {
+      const auto slash = existing.rfind('/');
+      existing = slash == std::string::npos ? "." : (slash == 0 ? "/" : existing.substr(0, slash));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      fail(kEnvTraceDir, traceDir,
+           existing == dir ? "is not a directory" : "cannot be created (" + existing + " is not a directory)",
+           kTraceDirAllowed);
+    }
+    if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+      fail(kEnvTraceDir, traceDir,
+           existing == dir ? "is not writable" : "cannot be created (" + existing + " is not writable)",
+           kTraceDirAllowed);
+    }
+  }
 }
 
 Config Config::fromVariables(const std::map<std::string, std::string>& vars,

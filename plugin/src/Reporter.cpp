@@ -9,6 +9,7 @@
 #include "Observer.h"
 #include "Session.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/core/OpKind.h"
 
 namespace attnscope {
 namespace detail {
@@ -171,6 +172,7 @@ void Reporter::publishMetrics() {
   m.degraded = cluster.degraded;
   m.lastRoundSeconds = cluster.lastRoundSeconds;
   m.lastRoundBytes = cluster.lastRoundBytes;
+  m.traceErrors = traceStats().errors;
   identity_.aggregation = cluster.aggregation;
   snapshot_->publish(buildMetrics(identity_, m, cumulative_, config_.metricsLayers,
                                   detector_ ? &cluster : nullptr));
@@ -303,6 +305,7 @@ void Reporter::run() {
     ++expectedThreads_;
     heartbeatThread_ = std::thread([this] { heartbeats(); });
   }
+  openTrace();
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   while (true) {
     bool last = false;
@@ -311,16 +314,21 @@ void Reporter::run() {
       wake_.wait_for(lock, interval, [this] { return stopping_; });
       last = stopping_;
     }
+    traceWritten_ = false;
     try {
       if (last) {
         finalRound();
-        break;
+      } else if (!peersStopping()) {
+        round(/*collectives=*/true);
       }
-      if (!peersStopping()) round(/*collectives=*/true);
     } catch (const std::exception& e) {
       // Collectives report their own failures; what escapes is the store's.
       loseStore(e.what());
     }
+    // round() committed this rank's steps before its collectives; rank 0 adds the round's
+    // findings, the last round closes the file.
+    if (last || detector_ || !traceWritten_) writeTrace(last);
+    if (last) break;
     publishMetrics();
   }
   finishExport();
@@ -387,6 +395,10 @@ void Reporter::round(bool collectives) {
   cumulative_.merge(w.stats);
   RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
+  traceWindow_ = mine;  // trace store: committed before the collectives, which may wait on peers
+  traceHaveWindow_ = true;
+  writeTrace(/*last=*/false);
+  traceWritten_ = true;
   const ControlState control = metrics_ && topology_.rank == 0 ? metrics_->control() : ControlState{};
   mine.controlGeneration = control.generation;
   mine.controlPaused = control.paused;
@@ -528,6 +540,126 @@ void Reporter::conclude(const std::vector<RankWindow>& windows,
     }
     // Hangs and missing ranks, the same way.
     extendEpisode(&report_.hangs, s, s.hung || s.missing, r.round, names);
+  }
+}
+
+// ---- Trace store ------------------------------------------------------------------------------
+namespace {
+
+std::string configJson(const Config& c) {
+  std::ostringstream out;
+  out << "{\"sample_every\": " << c.sampleEvery << ", \"interval_s\": " << c.intervalSeconds
+      << ", \"memory\": " << (c.memory ? "true" : "false") << ", \"fused_ops\": "
+      << (c.fusedOps ? "true" : "false") << ", \"aggregation\": \"" << aggregationName(c.aggregation)
+      << "\", \"straggler_threshold\": " << c.stragglerThreshold
+      << ", \"straggler_windows\": " << c.stragglerWindows << ", \"hang_s\": " << c.hangSeconds
+      << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
+  return out.str();
+}
+
+std::string number(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+}  // namespace
+
+TraceStoreStats Reporter::traceStats() {
+  std::lock_guard<std::mutex> lock(traceMutex_);
+  return traceStats_;
+}
+
+void Reporter::openTrace() {
+  if (config_.traceDir.empty()) return;
+  std::string error;
+  trace_ = TraceStore::open(config_.traceDir, topology_.rank, config_.traceMaxMb << 20, &error);
+  std::lock_guard<std::mutex> lock(traceMutex_);
+  traceStats_.enabled = true;
+  traceStats_.open = trace_ != nullptr;
+  if (!trace_) {
+    ++traceStats_.errors;
+    traceStats_.lastError = error;
+    ATTNSCOPE_LOG(kError, "trace store unavailable, training goes on without it: " << error);
+  }
+}
+
+void Reporter::writeTrace(bool last) {
+  if (!trace_) return;
+  try {
+    TraceInterval in;
+    uint64_t dropped = 0;
+    in.steps = session_.takeTraceSteps(&dropped);
+    in.layerNames = session_.layerNames();
+    const double now = unixNow();
+    const RunInfo run = session_.runInfo();
+    if (traceHaveWindow_) {
+      in.haveWindow = true;
+      in.window = traceWindow_;
+      in.windowEndUnix = now;
+      in.windowStartUnix = now - traceWindow_.windowSeconds;
+      traceHaveWindow_ = false;
+    }
+    if (traceRoundsWritten_ == 0) {
+      in.meta = {{"format", "attnscope.trace/1"},
+                 {"rank", std::to_string(run.rank)},
+                 {"world_size", std::to_string(run.worldSize)},
+                 {"local_rank", std::to_string(run.localRank)},
+                 {"node", run.node},
+                 {"attnscope_version", run.attnscopeVersion},
+                 {"torch_version", run.torchVersion},
+                 {"interval_s", number(config_.intervalSeconds)},
+                 {"sample_every", std::to_string(config_.sampleEvery)},
+                 {"start_unix", number(run.startUnixSeconds)},
+                 {"config", configJson(config_)}};
+    }
+    in.meta.emplace_back("last_commit_unix", number(now));
+    in.meta.emplace_back("steps_seen", std::to_string(run.stepsSeen));
+    if (last) in.meta.emplace_back("stop_unix", number(run.stopUnixSeconds > 0 ? run.stopUnixSeconds : now));
+    if (detector_) {
+      std::lock_guard<std::mutex> lock(reportMutex_);
+      if (report_.rounds > 0) {
+        in.haveRound = true;
+        in.round = report_.last;
+        in.roundUnix = now;
+      }
+      in.stragglers = report_.stragglers;
+      in.hangs = report_.hangs;
+    }
+    std::string error;
+    const auto began = std::chrono::steady_clock::now();
+    const bool ok = trace_->commit(in, &error);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    ++traceRoundsWritten_;
+    std::lock_guard<std::mutex> lock(traceMutex_);
+    traceStats_.stepsDropped += dropped;
+    traceStats_.lastCommitSeconds = seconds;
+    traceStats_.maxCommitSeconds = std::max(traceStats_.maxCommitSeconds, seconds);
+    traceStats_.fileBytes = trace_->fileBytes();
+    traceStats_.stepsTrimmed = trace_->stepsTrimmed();
+    if (ok) {
+      ++traceStats_.commits;
+      traceStats_.stepsWritten += in.steps.size();
+    } else {
+      if (traceStats_.errors++ == 0) {
+        ATTNSCOPE_LOG(kError, "trace store write failed, training goes on (" << error
+                                  << "); later failures are counted, not logged");
+      }
+      traceStats_.lastError = error;
+    }
+    if (last) {
+      ATTNSCOPE_LOG(kDebug, "trace: " << traceStats_.stepsWritten << " steps in " << trace_->path()
+                                      << " (" << traceStats_.fileBytes << " bytes, " << traceStats_.commits
+                                      << " commits, longest " << traceStats_.maxCommitSeconds * 1e3 << " ms, "
+                                      << traceStats_.errors << " errors, " << traceStats_.stepsDropped
+                                      << " dropped)");
+      trace_.reset();  // closes the file: the write-ahead log is folded into it
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> lock(traceMutex_);
+    ++traceStats_.errors;
+    traceStats_.lastError = e.what();
   }
 }
 

@@ -15,6 +15,7 @@
 #include "attnscope/core/Topology.h"
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
+#include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
 namespace detail {
@@ -37,6 +38,8 @@ class Reporter {
   ClusterReport report();
   // The port this rank's /metrics endpoint serves (0: none).
   int metricsPort() const { return metrics_ ? metrics_->port() : 0; }
+  // Health of this rank's trace store (ATTNSCOPE_TRACE_DIR).
+  TraceStoreStats traceStats();
 
  private:
   // Prometheus export: the rank's figures (and rank 0's job summary) for scrapes and pushes.
@@ -95,6 +98,22 @@ class Reporter {
   std::atomic<bool> storeReady_{false};
   std::thread thread_;
   std::thread heartbeatThread_;
+
+  // ---- Trace store (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
+  // Every round: the session's sampled steps and this rank's window, committed before the
+  // round's collectives (which may wait on slow or dead peers); on rank 0 the detector's round and
+  // episodes after them. A failure is logged once and counted;
+  // training never waits on it.
+  void openTrace();
+  void writeTrace(bool last);
+  std::unique_ptr<TraceStore> trace_;
+  bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
+  bool traceWritten_ = false;     // round() committed in this iteration
+  RankWindow traceWindow_;
+  uint64_t traceRoundsWritten_ = 0;
+  std::mutex traceMutex_;
+  TraceStoreStats traceStats_;
+  // ---- end of the trace store ----
 };
 
 }  // namespace detail

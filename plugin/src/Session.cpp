@@ -31,7 +31,8 @@ Session* currentSession() { return gSession.load(std::memory_order_acquire); }
 void setCurrentSession(Session* session) { gSession.store(session, std::memory_order_release); }
 
 Session::Session(const Config& config, const Topology& topology)
-    : config_(config),
+    : tracing_(!config.traceDir.empty()),
+      config_(config),
       topology_(topology),
       deviceMemory_(config.memory && acceleratorAvailable()),
       stats_(config.maxLayers),
@@ -48,6 +49,8 @@ Session::Session(const Config& config, const Topology& topology)
   run_.startUnixSeconds = unixNow();
   windowStartNs_ = nowNs();
   sampleEvery_.store(config.sampleEvery);
+  traceLastStepNs_ = windowStartNs_;
+  if (tracing_) traceCalls_.reserve(64);
 }
 
 void Session::setSampling(bool paused, int64_t sampleEvery) {
@@ -136,6 +139,7 @@ void Session::step(bool explicitCall) {
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();
+    if (tracing_) traceStepEnd(run_.stepsSeen);  // an unsampled step only moves the clock
     ++run_.stepsSeen;
     ++windowSteps_;
     if (sampled_.load()) {
@@ -181,6 +185,7 @@ void Session::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
   std::lock_guard<std::mutex> lock(statsMutex_);
   stats_.add(record);
   window_.add(record);
+  if (tracing_) traceCall(record);
 }
 
 bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) {
@@ -208,6 +213,7 @@ void Session::fold() {
   for (const auto& [instance, record] : pendingBackward_) {
     stats_.add(record);
     window_.add(record);
+    if (tracing_) traceCall(record);
   }
   pendingBackward_.clear();
 }
@@ -244,6 +250,7 @@ void Session::finish() {
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();  // backward records of a step that step() did not end
+    if (tracing_ && !traceCalls_.empty()) traceStepEnd(run_.stepsSeen);
     run_.stopUnixSeconds = unixNow();
   }
   // The last round (bounded by the round timeout) sees everything up to here.
@@ -267,6 +274,65 @@ void Session::finish() {
   if (Log::enabled(LogLevel::kInfo) && !stats.layers().empty()) {
     Log::write(LogLevel::kInfo, SummaryTable::render(run, stats));
   }
+}
+
+// ---- Trace store feed ----------------------------------------------------------------------
+// Runs on sampled steps only, under statsMutex_: per call a slot lookup and an add into a
+// reused entry; per step one encode (about 50 bytes per layer and phase) into a buffer the
+// reporter drains every interval. Bounded: beyond kMaxTraceBufferBytes steps are counted, not kept.
+namespace {
+constexpr size_t kMaxTraceBufferBytes = 16u << 20;
+}  // namespace
+
+void Session::traceCall(const CallRecord& record) {
+  if (record.layer < 0) return;
+  const size_t slot = static_cast<size_t>(record.layer) * kNumPhases + static_cast<size_t>(record.phase);
+  if (slot >= traceSlots_.size()) traceSlots_.resize(slot + 1, -1);  // once per new layer
+  int32_t& index = traceSlots_[slot];
+  if (index < 0) {
+    index = static_cast<int32_t>(traceCalls_.size());
+    traceCalls_.emplace_back();
+    traceCalls_.back().layer = record.layer;
+    traceCalls_.back().phase = record.phase;
+  }
+  traceCalls_[index].add(record);
+}
+
+void Session::traceStepEnd(uint64_t step) {
+  const int64_t now = nowNs();
+  if (!traceCalls_.empty()) {
+    if (traceBufferedBytes_ > kMaxTraceBufferBytes) {
+      ++traceDropped_;
+    } else {
+      EncodedStep s;
+      s.step = step;
+      s.endUnix = unixNow();
+      s.stepNs = now - traceLastStepNs_;
+      s.data.reserve(2 + traceCalls_.size() * 32);
+      traceformat::encodeCalls(traceCalls_, &s.data);
+      traceBufferedBytes_ += s.data.size() + sizeof(EncodedStep);
+      traceSteps_.push_back(std::move(s));
+    }
+    for (const TraceCall& c : traceCalls_) {
+      traceSlots_[static_cast<size_t>(c.layer) * kNumPhases + static_cast<size_t>(c.phase)] = -1;
+    }
+    traceCalls_.clear();
+  }
+  traceLastStepNs_ = now;
+}
+
+TraceStoreStats Session::traceStats() {
+  return reporter_ ? reporter_->traceStats() : TraceStoreStats();
+}
+
+std::vector<EncodedStep> Session::takeTraceSteps(uint64_t* dropped) {
+  std::vector<EncodedStep> steps;
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  steps.swap(traceSteps_);
+  traceBufferedBytes_ = 0;
+  *dropped = traceDropped_;
+  traceDropped_ = 0;
+  return steps;
 }
 
 }  // namespace detail

@@ -17,6 +17,7 @@
 #include "attnscope/core/LinkTable.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
+#include "attnscope/exporters/TraceFormat.h"
 
 namespace attnscope {
 namespace detail {
@@ -93,7 +94,27 @@ class Session {
   bool clusterReport(ClusterReport* out);
   void setReporter(std::unique_ptr<Reporter> reporter);
 
+  // ---- Trace store feed (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
+  // The sampled steps that ended since the last call, encoded; `dropped` gets the steps the
+  // bounded buffer could not keep since then (reporter thread).
+  std::vector<EncodedStep> takeTraceSteps(uint64_t* dropped);
+  // Health of this rank's trace store (for exporters); all zero when no reporter runs.
+  TraceStoreStats traceStats();
+
  private:
+  // statsMutex_ held: one call into the current step's entry for its (layer, phase); the end of a
+  // sampled step encodes the entries into one record.
+  void traceCall(const CallRecord& record);
+  void traceStepEnd(uint64_t step);
+  const bool tracing_;
+  std::vector<TraceCall> traceCalls_;    // the current step's (layer, phase) entries (reused)
+  std::vector<int32_t> traceSlots_;      // layer * kNumPhases + phase -> index in traceCalls_
+  std::vector<EncodedStep> traceSteps_;  // ended, not yet taken by the reporter
+  size_t traceBufferedBytes_ = 0;
+  uint64_t traceDropped_ = 0;
+  int64_t traceLastStepNs_ = 0;
+  // ---- end of the trace store feed ----
+
   void fold();  // statsMutex_ held
   void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
 

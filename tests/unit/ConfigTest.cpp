@@ -101,7 +101,7 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
       kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
       kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
       kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
-      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob};
+      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -109,7 +109,8 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
 TEST(ConfigVariablesTest, EveryListedVariableIsAcceptedBySet) {
   for (const auto& v : Config::variables()) {
     Config config;
-    const std::string value = std::string(v.name) == kEnvSummaryJson ? "" : v.defaultValue;
+    const bool path = std::string(v.name) == kEnvSummaryJson || std::string(v.name) == kEnvTraceDir;
+    const std::string value = path ? "" : v.defaultValue;
     EXPECT_TRUE(config.set(v.name, value)) << v.name;
   }
 }
@@ -117,7 +118,7 @@ TEST(ConfigVariablesTest, EveryListedVariableIsAcceptedBySet) {
 TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
   const Config defaults;
   for (const auto& v : Config::variables()) {
-    if (std::string(v.name) == kEnvSummaryJson) {
+    if (std::string(v.name) == kEnvSummaryJson || std::string(v.name) == kEnvTraceDir) {
       EXPECT_STREQ(v.defaultValue, "(none)");
       continue;
     }
@@ -136,6 +137,7 @@ TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
     EXPECT_EQ(parsed.hangSeconds, defaults.hangSeconds) << v.name;
     EXPECT_EQ(parsed.roundTimeoutSeconds, defaults.roundTimeoutSeconds) << v.name;
     EXPECT_EQ(parsed.storePort, defaults.storePort) << v.name;
+    EXPECT_EQ(parsed.traceMaxMb, defaults.traceMaxMb) << v.name;
   }
 }
 
@@ -441,6 +443,16 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"StorePort_OutOfRangeHigh", kEnvStorePort, "65536",
                     "ATTNSCOPE_STORE_PORT=\"65536\" is out of range; allowed: an integer from 0 "
                     "to 65535"},
+        // ATTNSCOPE_TRACE_MAX_MB (int 1..1048576)
+        InvalidCase{"TraceMaxMb_NotAnInteger", kEnvTraceMaxMb, "1G",
+                    "ATTNSCOPE_TRACE_MAX_MB=\"1G\" is not an integer; allowed: an integer from 1 "
+                    "to 1048576"},
+        InvalidCase{"TraceMaxMb_OutOfRangeLow", kEnvTraceMaxMb, "0",
+                    "ATTNSCOPE_TRACE_MAX_MB=\"0\" is out of range; allowed: an integer from 1 "
+                    "to 1048576"},
+        InvalidCase{"TraceMaxMb_OutOfRangeHigh", kEnvTraceMaxMb, "1048577",
+                    "ATTNSCOPE_TRACE_MAX_MB=\"1048577\" is out of range; allowed: an integer "
+                    "from 1 to 1048576"},
         // ATTNSCOPE_MAX_LAYERS (int 1..65536)
         InvalidCase{"MaxLayers_NotAnInteger", kEnvMaxLayers, "many",
                     "ATTNSCOPE_MAX_LAYERS=\"many\" is not an integer; allowed: an integer from 1 "
@@ -719,6 +731,65 @@ TEST(ConfigMetricsTest, JobAndLayerLabels) {
             "digits, '_', '-', '.' (1 to 128 characters)");
   EXPECT_FALSE(fromOne(kEnvMetricsLayers, "0").metricsLayers);
   EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvMetricsLayers, "sometimes"); }), "<no exception>");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ATTNSCOPE_TRACE_DIR and ATTNSCOPE_TRACE_MAX_MB
+
+constexpr char kTraceDirAllowed[] =
+    "a writable directory, or a path that can be created under a writable directory";
+
+std::string traceDirMsg(const std::string& value, const std::string& what) {
+  return std::string(kEnvTraceDir) + "=\"" + value + "\" " + what + "; allowed: " + kTraceDirAllowed;
+}
+
+TEST(ConfigTraceTest, DefaultsAreOffAndOneGiB) {
+  const Config config;
+  EXPECT_EQ(config.traceDir, "");
+  EXPECT_EQ(config.traceMaxMb, 1024);
+}
+
+TEST(ConfigTraceTest, ExistingWritableDirectoryIsAccepted) {
+  TempDirectory dir;
+  EXPECT_EQ(fromOne(kEnvTraceDir, dir.path()).traceDir, dir.path());
+}
+
+TEST(ConfigTraceTest, MissingDirectoryUnderWritableParentIsAccepted) {
+  TempDirectory dir;
+  const std::string value = dir.path() + "/traces/run1";
+  EXPECT_EQ(fromOne(kEnvTraceDir, value).traceDir, value);
+  struct stat st {};
+  EXPECT_NE(::stat((dir.path() + "/traces").c_str(), &st), 0) << "validate() must not create it";
+}
+
+TEST(ConfigTraceTest, AFileIsRejectedWithExactMessage) {
+  TempDirectory dir;
+  const std::string file = dir.path() + "/f";
+  ::close(::open(file.c_str(), O_CREAT | O_WRONLY, 0644));
+  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, file); }),
+            traceDirMsg(file, "is not a directory"));
+  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, file + "/sub"); }),
+            traceDirMsg(file + "/sub", "cannot be created (" + file + " is not a directory)"));
+  ::unlink(file.c_str());
+}
+
+TEST(ConfigTraceTest, UnwritableDirectoryIsRejectedWithExactMessage) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root may write anywhere";
+  TempDirectory dir;
+  ::chmod(dir.path().c_str(), 0555);
+  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, dir.path()); }),
+            traceDirMsg(dir.path(), "is not writable"));
+  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, dir.path() + "/new"); }),
+            traceDirMsg(dir.path() + "/new", "cannot be created (" + dir.path() + " is not writable)"));
+  ::chmod(dir.path().c_str(), 0755);
+}
+
+TEST(ConfigTraceTest, MaxMbParsesAndIsCheckedFromCode) {
+  EXPECT_EQ(fromOne(kEnvTraceMaxMb, "64").traceMaxMb, 64);
+  Config config;
+  config.traceMaxMb = 0;
+  EXPECT_EQ(invalidArgumentMessage([&] { config.validate(); }),
+            msg(kEnvTraceMaxMb, "0", "is out of range", "an integer from 1 to 1048576"));
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ constexpr char kEnvPushgateway[] = "ATTNSCOPE_PUSHGATEWAY";
 constexpr char kEnvControlToken[] = "ATTNSCOPE_CONTROL_TOKEN";
 constexpr char kEnvFileSd[] = "ATTNSCOPE_FILE_SD";
 constexpr char kEnvJob[] = "ATTNSCOPE_JOB";
+constexpr char kEnvTraceDir[] = "ATTNSCOPE_TRACE_DIR";
+constexpr char kEnvTraceMaxMb[] = "ATTNSCOPE_TRACE_MAX_MB";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -76,6 +78,12 @@ struct ATTNSCOPE_API Config {
   // Port of attnscope's own TCPStore when the program hands none in and torchrun's agent store is
   // not available (rank 0 serves it). 0: MASTER_PORT + 1.
   int64_t storePort = 0;
+  // Directory of the per-rank trace store (rank-<r>.sqlite, docs/ANALYSIS.md). Empty: no trace.
+  // Created at start when missing.
+  std::string traceDir;
+  // Size cap of one rank's trace file in MiB: the oldest step records go first, window
+  // summaries, findings and metadata stay.
+  int64_t traceMaxMb = 1024;
 
   // Prometheus export (docs/METRICS.md). Each rank serves /metrics on bind:port + local rank;
   // port 0 turns the endpoint off. A port in use falls back to one the kernel picks (logged,
@@ -100,7 +108,8 @@ struct ATTNSCOPE_API Config {
   // Returns false (and changes nothing) when `name` is not a known ATTNSCOPE_* variable.
   bool set(const std::string& name, const std::string& value);
 
-  // Checks across settings and against the file system (the summary directory exists).
+  // Checks across settings and against the file system (the summary directory exists; the trace
+  // directory is writable or can be created).
   // \throw std::invalid_argument naming the variable, the value and what is allowed.
   void validate() const;
 

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <string>
+
+#include "attnscope/analysis/RunAnalysis.h"
+
+namespace attnscope {
+namespace analysis {
+
+// The analysis as JSON, schema "attnscope.analysis/1" (docs/ANALYSIS.md).
+class JsonReport {
+ public:
+  static std::string render(const Analysis& analysis);
+};
+
+// Shared by the report writers: JSON string and number output, HTML escaping, file writing.
+namespace text {
+std::string jsonString(const std::string& s);
+std::string jsonNumber(double v, const char* format = "%.9g");  // null when not finite
+std::string html(const std::string& s);
+std::string seconds(double s);    // "12.3 ms", "1.20 s", "850 us"
+std::string bytes(double b);      // "17.0 MiB"
+// Writes atomically (temporary file, then rename); false and `error` on failure.
+bool writeFile(const std::string& path, const std::string& content, std::string* error);
+}  // namespace text
+
+}  // namespace analysis
+}  // namespace attnscope

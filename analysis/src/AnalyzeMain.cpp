@@ -1,0 +1,191 @@
+// attnscope-analyze: merges every rank's trace store file and writes the straggler report.
+//
+//   attnscope-analyze TRACE_DIR [--html FILE] [--json FILE] [--perfetto FILE] [--threshold X]
+//                     [--windows N] [--bins N] [--quiet]
+//
+// Exit status: 0 every rank of the run was analysed; 1 the report was written but a rank file was
+// skipped (corrupt, truncated, unreadable) or missing; 2 bad usage, no readable rank file, or an
+// output that could not be written.
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+#include "attnscope/analysis/HtmlReport.h"
+#include "attnscope/analysis/JsonReport.h"
+#include "attnscope/analysis/PerfettoTrace.h"
+#include "attnscope/analysis/RunAnalysis.h"
+#include "attnscope/analysis/TraceReader.h"
+
+namespace {
+
+using namespace attnscope::analysis;
+
+constexpr char kUsage[] =
+    "usage: attnscope-analyze TRACE_DIR [--html FILE] [--json FILE] [--perfetto FILE]\n"
+    "                         [--threshold X] [--windows N] [--bins N] [--quiet]\n"
+    "Reads every rank-<r>.sqlite under TRACE_DIR (ATTNSCOPE_TRACE_DIR of the run), finds\n"
+    "stragglers, memory outliers and missing ranks, and writes the reports asked for.\n"
+    "  --html FILE      one self-contained HTML page with plots\n"
+    "  --json FILE      the same figures as JSON (schema attnscope.analysis/1)\n"
+    "  --perfetto FILE  Chrome/Perfetto trace; a FILE containing {rank} gives one file per rank\n"
+    "  --threshold X    straggler when attention time per step exceeds X x the median (default 1.2)\n"
+    "  --windows N      ...for at least N consecutive time bins (default 3)\n"
+    "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
+    "  --quiet          no summary on stdout\n"
+    "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
+
+struct Args {
+  std::string dir, html, json, perfetto;
+  AnalysisOptions options;
+  bool quiet = false;
+};
+
+double number(const std::string& flag, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || errno == ERANGE || !(x >= lo && x <= hi)) {
+    char allowed[96];
+    std::snprintf(allowed, sizeof(allowed), "a number from %g to %g", lo, hi);
+    throw std::invalid_argument(flag + "=\"" + v + "\" is out of range or not a number; allowed: " + allowed);
+  }
+  return x;
+}
+
+int integer(const std::string& flag, const std::string& v, int lo, int hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
+    throw std::invalid_argument(flag + "=\"" + v + "\" is out of range or not an integer; allowed: an integer from " +
+                                std::to_string(lo) + " to " + std::to_string(hi));
+  }
+  return static_cast<int>(x);
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    if (flag == "--quiet") {
+      a.quiet = true;
+      continue;
+    }
+    if (flag.rfind("--", 0) != 0) {
+      if (!a.dir.empty()) throw std::invalid_argument("more than one TRACE_DIR (\"" + a.dir + "\", \"" + flag + "\")");
+      a.dir = flag;
+      continue;
+    }
+    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag; see --help)");
+    const std::string v = argv[++i];
+    if (flag == "--html") a.html = v;
+    else if (flag == "--json") a.json = v;
+    else if (flag == "--perfetto") a.perfetto = v;
+    else if (flag == "--threshold") a.options.threshold = number(flag, v, 1.01, 100);
+    else if (flag == "--windows") a.options.minBins = integer(flag, v, 1, 1000);
+    else if (flag == "--bins") a.options.bins = integer(flag, v, 1, 10000);
+    else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+  }
+  if (a.dir.empty()) throw std::invalid_argument("TRACE_DIR is missing (the run's ATTNSCOPE_TRACE_DIR)");
+  return a;
+}
+
+std::string expandRank(std::string pattern, int rank) {
+  const std::string token = "{rank}";
+  for (size_t pos = pattern.find(token); pos != std::string::npos; pos = pattern.find(token, pos)) {
+    pattern.replace(pos, token.size(), std::to_string(rank));
+  }
+  return pattern;
+}
+
+void summary(const Analysis& a, std::ostream& out) {
+  out << "attnscope-analyze: " << a.traceDir << ": " << a.worldSize << " ranks, " << a.totalSteps
+      << " sampled steps over " << text::seconds(a.endUnix - a.startUnix) << "\n";
+  for (const RankRow& r : a.ranks) {
+    if (r.status != RankStatus::kOk) {
+      out << "  rank " << r.rank << " " << rankStatusName(r.status) << ": " << r.file << ": " << r.reason << "\n";
+    }
+  }
+  for (const SkippedFile& s : a.skipped) {
+    bool listed = false;
+    for (const RankRow& r : a.ranks) listed = listed || r.file == s.path;
+    if (!listed) out << "  skipped " << s.path << ": " << s.reason << "\n";
+  }
+  if (a.stragglers.empty()) out << "  no straggler\n";
+  for (const StragglerEpisode& e : a.stragglers) {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "  straggler: rank %d, %.2fx the other ranks' median (mean %.2fx), steps %llu-%llu, +%.1f s to +%.1f s; %s %s %s "
+                  "(layer %.0f%% of the excess, op kind %.0f%%)\n",
+                  e.rank, e.maxScore, e.meanScore, static_cast<unsigned long long>(e.firstStep),
+                  static_cast<unsigned long long>(e.lastStep), e.startUnix - a.startUnix, e.endUnix - a.startUnix,
+                  e.layer.empty() ? "(no layer)" : e.layer.c_str(), e.layer.empty() ? "" : attnscope::phaseName(e.phase),
+                  e.layer.empty() ? "" : attnscope::opKindName(e.kind), 100 * e.layerShare, 100 * e.kindShare);
+    out << buf;
+  }
+  for (const MemoryOutlier& m : a.memoryOutliers) {
+    out << "  memory outlier: rank " << m.rank << " " << m.layer << " " << attnscope::phaseName(m.phase) << " "
+        << text::bytes(static_cast<double>(m.peakBytes)) << " (median " << text::bytes(static_cast<double>(m.medianPeakBytes))
+        << ")\n";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "attnscope-analyze: " << e.what() << "\n" << kUsage;
+    return 2;
+  }
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<RankTrace> traces;
+  std::vector<SkippedFile> skipped;
+  std::string error;
+  if (!readTraceDirectory(args.dir, &traces, &skipped, &error)) {
+    std::cerr << "attnscope-analyze: " << error << "\n";
+    return 2;
+  }
+  for (const SkippedFile& s : skipped) std::cerr << "attnscope-analyze: skipped " << s.path << ": " << s.reason << "\n";
+  if (traces.empty()) {
+    std::cerr << "attnscope-analyze: no readable rank file (rank-<r>.sqlite) in " << args.dir << "\n";
+    return 2;
+  }
+  const Analysis analysis = analyzeRun(args.dir, traces, skipped, args.options);
+  const double readSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  bool written = true;
+  const auto write = [&](const std::string& path, const std::string& content) {
+    std::string why;
+    if (!text::writeFile(path, content, &why)) {
+      std::cerr << "attnscope-analyze: " << why << "\n";
+      written = false;
+    }
+  };
+  if (!args.json.empty()) write(args.json, JsonReport::render(analysis));
+  if (!args.html.empty()) write(args.html, HtmlReport::render(analysis));
+  if (!args.perfetto.empty()) {
+    if (args.perfetto.find("{rank}") != std::string::npos) {
+      for (const RankTrace& t : traces) write(expandRank(args.perfetto, t.rank), PerfettoTrace::renderRank(t, analysis));
+    } else {
+      write(args.perfetto, PerfettoTrace::renderAll(traces, analysis));
+    }
+  }
+  if (!args.quiet) {
+    summary(analysis, std::cout);
+    std::cout << "  analysed in " << text::seconds(readSeconds) << " (reports written in "
+              << text::seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() - readSeconds)
+              << ")\n";
+  }
+  if (!written) return 2;
+  return analysis.anythingSkipped() ? 1 : 0;
+}

@@ -1,0 +1,449 @@
+#include "attnscope/analysis/RunAnalysis.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <unordered_map>
+
+#include "attnscope/exporters/TraceStore.h"
+
+namespace attnscope {
+namespace analysis {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr int kCells = 1 + kNumOpKinds;  // the whole call, then each op kind
+
+double median(std::vector<double> v) {
+  if (v.empty()) return kNaN;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + mid, v.end());
+  const double hi = v[mid];
+  if (v.size() % 2 == 1) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + mid);
+  return 0.5 * (lo + hi);
+}
+
+// Nearest-rank quantile of a sorted vector.
+double quantileSorted(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return kNaN;
+  const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) ;
+  return sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)];
+}
+
+// One rank's steps, with every (layer, phase, cell) flattened to global layer indices.
+struct RankSteps {
+  int rank = -1;
+  std::vector<double> endUnix;
+  std::vector<uint64_t> step;
+  std::vector<double> attention;  // seconds per step, all layers and phases
+  // Per step: [slot * kCells + cell] seconds, slot = layer * kNumPhases + phase.
+  std::vector<std::vector<float>> cells;
+  // Per step: per slot (calls, peak bytes); calls 0 when the layer did not run.
+  std::vector<std::vector<std::pair<uint32_t, int64_t>>> callsPeak;
+};
+
+int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int>(phase); }
+
+}  // namespace
+
+const char* rankStatusName(RankStatus s) {
+  switch (s) {
+    case RankStatus::kOk: return "ok";
+    case RankStatus::kStoppedEarly: return "stopped_early";
+    case RankStatus::kSkipped: return "skipped";
+    case RankStatus::kMissing: return "missing";
+  }
+  return "?";
+}
+
+Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& traces,
+                    const std::vector<SkippedFile>& skipped, const AnalysisOptions& options) {
+  Analysis a;
+  a.traceDir = traceDir;
+  a.skipped = skipped;
+  a.threshold = options.threshold;
+
+  // Ranks: every rank of the largest world any file names, plus ranks of skipped file names.
+  std::map<int, const RankTrace*> byRank;
+  for (const RankTrace& t : traces) {
+    byRank[t.rank] = &t;
+    a.worldSize = std::max({a.worldSize, t.worldSize, t.rank + 1});
+  }
+  std::map<int, const SkippedFile*> skippedByRank;
+  for (const SkippedFile& s : skipped) {
+    const size_t slash = s.path.rfind('/');
+    const std::string name = slash == std::string::npos ? s.path : s.path.substr(slash + 1);
+    if (name.rfind("rank-", 0) == 0) {
+      char* end = nullptr;
+      const long r = std::strtol(name.c_str() + 5, &end, 10);
+      if (end != name.c_str() + 5 && r >= 0 && r < (1 << 24) && std::string(end) == ".sqlite") {
+        skippedByRank[static_cast<int>(r)] = &s;
+        a.worldSize = std::max(a.worldSize, static_cast<int>(r) + 1);
+      }
+    }
+  }
+
+  // Global layer names, in first-seen order.
+  std::unordered_map<std::string, int> layerIndex;
+  for (const auto& [rank, t] : byRank) {
+    for (const std::string& name : t->layers) {
+      if (!name.empty() && layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second) {
+        a.layerNames.push_back(name);
+      }
+    }
+  }
+  // Steps may name layers the layer table lacks (a file cut before its layers row).
+  for (const auto& [rank, t] : byRank) {
+    for (const TraceStep& s : t->steps) {
+      for (const TraceCall& c : s.calls) {
+        const std::string name = t->layerName(c.layer);
+        if (layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second) a.layerNames.push_back(name);
+      }
+    }
+  }
+  const int numLayers = static_cast<int>(a.layerNames.size());
+  const int numSlots = numLayers * kNumPhases;
+
+  // Flatten each rank's steps.
+  std::vector<RankSteps> ranks;
+  a.startUnix = std::numeric_limits<double>::infinity();
+  a.endUnix = -std::numeric_limits<double>::infinity();
+  for (const auto& [rank, t] : byRank) {
+    RankSteps r;
+    r.rank = rank;
+    for (const TraceStep& s : t->steps) {
+      std::vector<float> cells(static_cast<size_t>(numSlots) * kCells, 0.0f);
+      std::vector<std::pair<uint32_t, int64_t>> cp(numSlots, {0, 0});
+      double total = 0;
+      for (const TraceCall& c : s.calls) {
+        const int layer = layerIndex.at(t->layerName(c.layer));
+        const int slot = slotOf(layer, c.phase);
+        float* cell = &cells[static_cast<size_t>(slot) * kCells];
+        cell[0] += static_cast<float>(c.ns * 1e-9);
+        for (int k = 0; k < kNumOpKinds; ++k) cell[1 + k] += static_cast<float>(c.kinds[k].ns * 1e-9);
+        cp[slot].first += c.calls;
+        cp[slot].second = std::max(cp[slot].second, c.peak);
+        total += c.ns * 1e-9;
+      }
+      r.endUnix.push_back(s.endUnix);
+      r.step.push_back(s.step);
+      r.attention.push_back(total);
+      r.cells.push_back(std::move(cells));
+      r.callsPeak.push_back(std::move(cp));
+      a.startUnix = std::min(a.startUnix, s.endUnix - s.stepNs * 1e-9);
+      a.endUnix = std::max(a.endUnix, s.endUnix);
+    }
+    a.totalSteps += t->steps.size();
+    ranks.push_back(std::move(r));
+  }
+  if (!(a.startUnix < a.endUnix)) {
+    a.startUnix = a.endUnix = 0;
+    for (const auto& [rank, t] : byRank) a.startUnix = a.endUnix = std::max(a.endUnix, t->startUnix);
+  }
+
+  // Rank rows.
+  std::map<int, size_t> rowOf;
+  for (int r = 0; r < a.worldSize; ++r) {
+    RankRow row;
+    row.rank = r;
+    row.file = TraceStore::fileName(r);
+    if (auto it = byRank.find(r); it != byRank.end()) {
+      const RankTrace& t = *it->second;
+      row.file = t.path;
+      row.node = t.node;
+      row.steps = t.steps.size();
+      row.badSteps = t.badSteps;
+      if (t.badSteps > 0) {
+        row.reason = std::to_string(t.badSteps) + " step records did not decode and were left out (" +
+                     t.firstBadStep + ")";
+      }
+      if (!t.steps.empty()) {
+        row.firstStep = t.steps.front().step;
+        row.lastStep = t.steps.back().step;
+        row.firstUnix = t.steps.front().endUnix;
+        row.lastUnix = t.steps.back().endUnix;
+      }
+      const double margin = std::max(2.0 * t.intervalSeconds, 0.05 * (a.endUnix - a.startUnix));
+      if (t.stopUnix <= 0 && (t.steps.empty() || row.lastUnix < a.endUnix - margin)) {
+        row.status = RankStatus::kStoppedEarly;
+        char buf[160];
+        std::snprintf(buf, sizeof(buf), "no clean stop; last step %llu at +%.1f s, the run goes on to +%.1f s",
+                      static_cast<unsigned long long>(row.lastStep), row.lastUnix - a.startUnix,
+                      a.endUnix - a.startUnix);
+        row.reason = row.reason.empty() ? buf : std::string(buf) + "; " + row.reason;
+      }
+    } else if (auto s = skippedByRank.find(r); s != skippedByRank.end()) {
+      row.status = RankStatus::kSkipped;
+      row.file = s->second->path;
+      row.reason = s->second->reason;
+      a.missingRanks.push_back(r);
+    } else {
+      row.status = RankStatus::kMissing;
+      row.reason = "no file " + TraceStore::fileName(r) + " in the trace directory";
+      a.missingRanks.push_back(r);
+    }
+    rowOf[r] = a.ranks.size();
+    a.ranks.push_back(row);
+  }
+  for (const RankSteps& r : ranks) {
+    RankRow& row = a.ranks[rowOf.at(r.rank)];
+    std::vector<double> fwd, bwd;
+    for (size_t i = 0; i < r.cells.size(); ++i) {
+      double f = 0, b = 0;
+      for (int l = 0; l < numLayers; ++l) {
+        for (int p = 0; p < kNumPhases; ++p) {
+          const double s = r.cells[i][static_cast<size_t>(l * kNumPhases + p) * kCells];
+          (p == static_cast<int>(Phase::kBackward) ? b : f) += s;
+        }
+      }
+      fwd.push_back(f);
+      bwd.push_back(b);
+    }
+    row.forwardSeconds = fwd.empty() ? 0 : median(fwd);
+    row.backwardSeconds = bwd.empty() ? 0 : median(bwd);
+  }
+  for (const RankSteps& r : ranks) {
+    if (r.attention.empty()) continue;
+    std::vector<double> others;
+    for (const RankSteps& o : ranks) {
+      if (o.rank != r.rank && !o.attention.empty()) others.push_back(median(o.attention));
+    }
+    const double m = median(others);
+    if (!others.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = median(r.attention) / m;
+  }
+
+  // Timeline bins.
+  const double duration = a.endUnix - a.startUnix;
+  int bins = options.bins > 0 ? options.bins : static_cast<int>(std::clamp(std::lround(duration / 2.0), 12L, 60L));
+  if (duration <= 0) bins = 1;
+  a.binSeconds = duration > 0 ? duration / bins : 1.0;
+  const auto binOf = [&](double t) {
+    return std::clamp(static_cast<int>((t - a.startUnix) / a.binSeconds), 0, bins - 1);
+  };
+  a.binAttentionSeconds.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
+  a.binScore.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
+  for (const RankSteps& r : ranks) {
+    std::vector<std::vector<double>> perBin(bins);
+    for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
+    for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = median(perBin[b]);
+  }
+  // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
+  // (with two ranks, the median of both would halve any difference).
+  for (int b = 0; b < bins; ++b) {
+    for (size_t r = 0; r < a.ranks.size(); ++r) {
+      const double mine = a.binAttentionSeconds[r][b];
+      if (std::isnan(mine)) continue;
+      std::vector<double> others;
+      for (size_t o = 0; o < a.ranks.size(); ++o) {
+        if (o != r && !std::isnan(a.binAttentionSeconds[o][b])) others.push_back(a.binAttentionSeconds[o][b]);
+      }
+      const double m = median(others);
+      if (!others.empty() && m > 0) a.binScore[r][b] = mine / m;  // alone: nobody to be slower than
+    }
+  }
+
+  // Straggler episodes: runs of bins above the threshold (bins without steps of the rank neither
+  // extend nor break a run).
+  const int minBins = std::max(1, std::min(options.minBins, bins));
+  for (const RankSteps& r : ranks) {
+    const size_t row = rowOf.at(r.rank);
+    const std::vector<double>& score = a.binScore[row];
+    int first = -1, last = -1, count = 0;
+    double maxScore = 0, sum = 0;
+    const auto close = [&] {
+      if (count >= minBins) {
+        StragglerEpisode e;
+        e.rank = r.rank;
+        e.firstBin = first;
+        e.lastBin = last;
+        e.startUnix = a.startUnix + first * a.binSeconds;
+        e.endUnix = a.startUnix + (last + 1) * a.binSeconds;
+        e.maxScore = maxScore;
+        e.meanScore = sum / count;
+        e.slowBins = count;
+        a.stragglers.push_back(e);
+      }
+      first = last = -1;
+      count = 0;
+      maxScore = sum = 0;
+    };
+    for (int b = 0; b < bins; ++b) {
+      if (std::isnan(score[b])) continue;
+      if (score[b] > options.threshold) {
+        if (first < 0) first = b;
+        last = b;
+        ++count;
+        maxScore = std::max(maxScore, score[b]);
+        sum += score[b];
+      } else {
+        close();
+      }
+    }
+    close();
+  }
+
+  // Episodes of one rank less than minBins bins apart are one episode (a short dip, a preempted
+  // bin of the other ranks).
+  {
+    std::vector<StragglerEpisode> merged;
+    for (const StragglerEpisode& e : a.stragglers) {  // in rank, then time order
+      StragglerEpisode* last = merged.empty() ? nullptr : &merged.back();
+      if (last != nullptr && last->rank == e.rank && e.firstBin - last->lastBin - 1 < minBins) {
+        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) / (last->slowBins + e.slowBins);
+        last->slowBins += e.slowBins;
+        last->maxScore = std::max(last->maxScore, e.maxScore);
+        last->lastBin = e.lastBin;
+        last->endUnix = e.endUnix;
+      } else {
+        merged.push_back(e);
+      }
+    }
+    a.stragglers.swap(merged);
+  }
+
+  // Attribution of each episode: per (layer, phase, cell), the rank's median time per step in the
+  // episode against the median over the other ranks of theirs.
+  for (StragglerEpisode& e : a.stragglers) {
+    const auto inSpan = [&](const RankSteps& r, size_t i) {
+      return r.endUnix[i] >= e.startUnix && r.endUnix[i] <= e.endUnix + 1e-9;
+    };
+    std::vector<double> mine(static_cast<size_t>(numSlots) * kCells, 0.0);
+    std::vector<std::vector<double>> others(static_cast<size_t>(numSlots) * kCells);
+    std::vector<double> otherTotals;
+    double myTotal = 0;
+    bool firstStep = true;
+    for (const RankSteps& r : ranks) {
+      std::vector<size_t> idx;
+      for (size_t i = 0; i < r.cells.size(); ++i) {
+        if (inSpan(r, i)) idx.push_back(i);
+      }
+      if (idx.empty()) continue;
+      std::vector<double> totals;
+      for (size_t i : idx) totals.push_back(r.attention[i]);
+      for (size_t c = 0; c < mine.size(); ++c) {
+        std::vector<double> v;
+        v.reserve(idx.size());
+        for (size_t i : idx) v.push_back(r.cells[i][c]);
+        const double m = median(std::move(v));
+        if (r.rank == e.rank) {
+          mine[c] = m;
+        } else {
+          others[c].push_back(m);
+        }
+      }
+      if (r.rank == e.rank) {
+        myTotal = median(totals);
+        for (size_t i : idx) {
+          if (firstStep) e.firstStep = r.step[i];
+          firstStep = false;
+          e.lastStep = r.step[i];
+        }
+      } else {
+        otherTotals.push_back(median(totals));
+      }
+    }
+    e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
+    std::vector<double> layerExcess(numLayers, 0.0);
+    double layerSum = 0, kindSum = 0;
+    for (int l = 0; l < numLayers; ++l) {
+      for (int p = 0; p < kNumPhases; ++p) {
+        const size_t c = static_cast<size_t>(l * kNumPhases + p) * kCells;
+        const double x = others[c].empty() ? 0 : mine[c] - median(others[c]);
+        if (x > 0) layerExcess[l] += x;
+        for (int k = 1; k < kCells; ++k) {
+          const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
+          if (y > 0) kindSum += y;
+        }
+      }
+      layerSum += layerExcess[l];
+    }
+    if (layerSum <= 0) continue;
+    const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) - layerExcess.begin());
+    e.layer = a.layerNames[top];
+    e.layerShare = layerExcess[top] / layerSum;
+    double best = -1;
+    for (int p = 0; p < kNumPhases; ++p) {
+      const size_t c = static_cast<size_t>(top * kNumPhases + p) * kCells;
+      for (int k = 1; k < kCells; ++k) {
+        const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
+        if (y > best) {
+          best = y;
+          e.phase = static_cast<Phase>(p);
+          e.kind = static_cast<OpKind>(k - 1);
+        }
+      }
+    }
+    e.kindShare = kindSum > 0 && best > 0 ? best / kindSum : 0;
+  }
+  std::sort(a.stragglers.begin(), a.stragglers.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
+    return x.maxScore > y.maxScore;
+  });
+
+  // Per-layer table and memory.
+  for (int l = 0; l < numLayers; ++l) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      const int slot = l * kNumPhases + p;
+      LayerPhaseRow row;
+      row.layer = a.layerNames[l];
+      row.phase = static_cast<Phase>(p);
+      row.rankP50Seconds.assign(a.ranks.size(), kNaN);
+      row.rankSecondsPerStep.assign(a.ranks.size(), kNaN);
+      row.rankPeakBytes.assign(a.ranks.size(), -1);
+      std::vector<double> all, peaks;
+      for (const RankSteps& r : ranks) {
+        std::vector<double> perCall, perStep, peak;
+        for (size_t i = 0; i < r.cells.size(); ++i) {
+          const auto [calls, pk] = r.callsPeak[i][slot];
+          if (calls == 0) continue;
+          const double s = r.cells[i][static_cast<size_t>(slot) * kCells];
+          perCall.push_back(s / calls);
+          perStep.push_back(s);
+          peak.push_back(static_cast<double>(pk));
+          row.calls += calls;
+        }
+        if (perCall.empty()) continue;
+        const size_t ri = rowOf.at(r.rank);
+        row.rankP50Seconds[ri] = median(perCall);
+        row.rankSecondsPerStep[ri] = median(perStep);
+        row.rankPeakBytes[ri] = static_cast<int64_t>(median(peak));
+        peaks.push_back(static_cast<double>(row.rankPeakBytes[ri]));
+        row.maxPeakBytes = std::max(row.maxPeakBytes, static_cast<int64_t>(*std::max_element(peak.begin(), peak.end())));
+        all.insert(all.end(), perCall.begin(), perCall.end());
+      }
+      if (all.empty()) continue;
+      std::sort(all.begin(), all.end());
+      row.p50Seconds = quantileSorted(all, 0.5);
+      row.p99Seconds = quantileSorted(all, 0.99);
+      row.medianPeakBytes = static_cast<int64_t>(median(peaks));
+      if (peaks.size() >= 2) {
+        for (size_t ri = 0; ri < a.ranks.size(); ++ri) {
+          const int64_t pk = row.rankPeakBytes[ri];
+          if (pk < 0) continue;
+          if (pk > options.memoryFactor * row.medianPeakBytes && pk - row.medianPeakBytes >= options.minOutlierBytes) {
+            MemoryOutlier o;
+            o.rank = a.ranks[ri].rank;
+            o.layer = row.layer;
+            o.phase = row.phase;
+            o.peakBytes = pk;
+            o.medianPeakBytes = row.medianPeakBytes;
+            o.ratio = row.medianPeakBytes > 0 ? static_cast<double>(pk) / row.medianPeakBytes : kNaN;
+            a.memoryOutliers.push_back(o);
+          }
+        }
+      }
+      a.layers.push_back(std::move(row));
+    }
+  }
+
+  for (const auto& [rank, t] : byRank) {
+    a.liveFindings.insert(a.liveFindings.end(), t->findings.begin(), t->findings.end());
+    a.liveRounds.insert(a.liveRounds.end(), t->rounds.begin(), t->rounds.end());
+  }
+  return a;
+}
+
+}  // namespace analysis
+}  // namespace attnscope

@@ -1,0 +1,366 @@
+#!/usr/bin/python3
+"""Tests of the trace store and attnscope-analyze with real processes over real Gloo.
+Usage: analysis_test.py CASE EXAMPLE_BINARY ANALYZE_BINARY SOURCE_DIR [COMPARE_BINARY]
+
+Cases:
+  straggler4_report  4 ranks, rank 2 slowed in layer 1: the report (JSON, HTML, Perfetto) names
+                     rank 2 and layers.1.attn, nothing is skipped (exit 0); bytes per step measured
+  kill_writer4       SIGKILL rank 3 of 4 mid-run: its file reads back up to its last commit, the
+                     report calls it stopped early, the others are complete
+  damaged_files4     a corrupt, a truncated and a missing rank file are named, rank 0 is still
+                     analysed, exit status 1
+  trace_disk_full    a file size limit makes trace writes fail: logged once, training finishes
+  html_chromium      the HTML report rendered by headless Chromium: screenshot, DOM, no console
+                     errors
+  compare_attention  examples/compare_attention on short sequences: complete table, memory grows
+                     quadratically, HTML with plots
+"""
+import json
+import os
+import resource
+import shutil
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+CASE, EXAMPLE, ANALYZE, SOURCE = sys.argv[1:5]
+COMPARE = sys.argv[5] if len(sys.argv) > 5 else None
+DEADLINE_S = 240
+TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
+        "--threads", "1", "--quiet"]
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def free_port():
+    import socket
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s2:
+                s2.bind(("127.0.0.1", port + 1))
+            return port
+        except OSError:
+            continue
+
+
+def base_env(tmp, interval):
+    env = dict(os.environ)
+    env.update({
+        "ATTNSCOPE_INTERVAL_S": str(interval),
+        "ATTNSCOPE_TRACE_DIR": os.path.join(tmp, "trace"),
+        "ATTNSCOPE_SUMMARY_JSON": os.path.join(tmp, "s-{rank}.json"),
+        "ATTNSCOPE_LOG_LEVEL": "debug",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    })
+    return env
+
+
+def spawn_ranks(world, env, args, tmp, **kw):
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        err = open(os.path.join(tmp, f"err-{rank}.log"), "w")
+        procs.append(subprocess.Popen([EXAMPLE] + args, env=e, stdout=subprocess.DEVNULL, stderr=err, **kw))
+    return procs
+
+
+def wait_all(procs, deadline=DEADLINE_S):
+    end = time.time() + deadline
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, end - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"ranks still running after {deadline}s: a hang")
+    return codes
+
+
+def analyze(tmp, *extra):
+    trace = os.path.join(tmp, "trace")
+    cmd = [ANALYZE, trace, "--json", os.path.join(tmp, "report.json"), "--html",
+           os.path.join(tmp, "report.html")] + list(extra)
+    began = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    seconds = time.time() - began
+    print(p.stdout, end="")
+    print(p.stderr, end="", file=sys.stderr)
+    report = None
+    if os.path.exists(os.path.join(tmp, "report.json")):
+        with open(os.path.join(tmp, "report.json")) as f:
+            report = json.load(f)
+    return p, report, seconds
+
+
+def trace_log_lines(tmp, world):
+    lines = []
+    for r in range(world):
+        with open(os.path.join(tmp, f"err-{r}.log")) as f:
+            lines += [l.strip() for l in f if "trace:" in l]
+    return lines
+
+
+def case_straggler4_report(tmp):
+    env = base_env(tmp, 1.0)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "16", "--slow-rank", "2",
+                                        "--slow-factor", "3", "--slow-layer", "1"], tmp)
+    codes = wait_all(procs)
+    check(codes == [0] * 4, f"exit codes {codes}")
+    p, report, seconds = analyze(tmp, "--perfetto", os.path.join(tmp, "perfetto-{rank}.json"))
+    check(p.returncode == 0, f"attnscope-analyze exit {p.returncode}")
+    check(report["complete"] and report["missing_ranks"] == [] and report["skipped_files"] == [],
+          "report incomplete")
+    flagged = sorted({s["rank"] for s in report["stragglers"]})
+    check(flagged == [2], f"stragglers {flagged}, expected [2]: {report['stragglers']}")
+    top = report["stragglers"][0]
+    check(top["layer"] == "layers.1.attn", f"attributed to {top['layer']}")
+    check(top["max_score"] > 1.2 and top["layer_share"] > 0.5, f"weak finding {top}")
+    check([r["status"] for r in report["ranks"]] == ["ok"] * 4, f"rank status {report['ranks']}")
+    html = open(os.path.join(tmp, "report.html")).read()
+    banner = html.find("Straggler: rank 2, layer layers.1.attn")
+    check(0 <= banner < html.find("<svg"), "the HTML does not name rank 2 and the layer before its plots")
+    for r in range(4):
+        with open(os.path.join(tmp, f"perfetto-{r}.json")) as f:
+            trace = json.load(f)
+        check(trace["distributedInfo"]["rank"] == r and trace["distributedInfo"]["world_size"] == 4,
+              f"distributedInfo {trace['distributedInfo']}")
+        steps = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+        check(len(steps) > 50, f"rank {r}: only {len(steps)} step slices")
+    live = [f for f in report["live_findings"] if f["kind"] == "straggler"]
+    check(any(f["rank"] == 2 for f in live), f"rank 0's live findings not in the report: {report['live_findings']}")
+    # Bytes per sampled step per layer-phase: the pages of the steps table (SQLite's dbstat), and
+    # the whole files (which add a fixed ~40 KB per rank for the schema, metadata and windows).
+    trace_dir = os.path.join(tmp, "trace")
+    table_bytes = total_bytes = 0
+    for name in sorted(n for n in os.listdir(trace_dir) if n.endswith(".sqlite")):
+        path = os.path.join(trace_dir, name)
+        total_bytes += os.path.getsize(path)
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        table_bytes += db.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'steps'").fetchone()[0]
+        db.close()
+    steps = report["sampled_steps"]
+    layer_phases = len(report["layers"])
+    per = table_bytes / steps / layer_phases
+    print(f"trace files: {total_bytes} bytes in all, steps table {table_bytes} bytes, {steps} sampled steps, "
+          f"{layer_phases} layer-phases: {per:.1f} bytes per layer-phase per step "
+          f"({total_bytes / steps / layer_phases:.1f} with the fixed part)")
+    check(per <= 64, f"{per:.1f} bytes per layer-phase per step")
+    for line in trace_log_lines(tmp, 4):
+        print(line)
+    print(f"analysed in {seconds:.2f}s:", top)
+
+
+def case_kill_writer4(tmp):
+    env = base_env(tmp, 1.0)
+    env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "14", "--grad-sync", "none"], tmp)
+    time.sleep(7)
+    check(all(p.poll() is None for p in procs), "a rank ended before the kill")
+    procs[3].send_signal(signal.SIGKILL)
+    killed_at = time.time()
+    codes = wait_all(procs[:3], deadline=90)
+    procs[3].wait()
+    check(codes == [0, 0, 0], f"survivors exited with {codes}")
+    path = os.path.join(tmp, "trace", "rank-3.sqlite")
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "killed rank's file is damaged")
+    db.close()
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 0, f"exit {p.returncode}: a killed rank's readable file is not a skipped file")
+    ranks = report["ranks"]
+    check([r["status"] for r in ranks[:3]] == ["ok"] * 3, f"survivors: {ranks[:3]}")
+    check(ranks[3]["status"] == "stopped_early", f"rank 3: {ranks[3]}")
+    check(ranks[3]["sampled_steps"] > 10, f"rank 3 kept only {ranks[3]['sampled_steps']} steps")
+    lost = killed_at - ranks[3]["last_unix"]
+    print(f"rank 3: {ranks[3]['sampled_steps']} steps up to {lost:.2f}s before the kill; {ranks[3]['reason']}")
+    check(lost < 2 * 1.0 + 0.5, f"rank 3's last committed step is {lost:.2f}s before the kill (interval 1 s)")
+    html = open(os.path.join(tmp, "report.html")).read()
+    check("Rank 3 stopped early" in html, "HTML does not say rank 3 stopped early")
+
+
+def case_damaged_files4(tmp):
+    env = base_env(tmp, 0.5)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "6", "--grad-sync", "none"], tmp)
+    codes = wait_all(procs, deadline=90)
+    check(codes == [0] * 4, f"exit codes {codes}")
+    trace = os.path.join(tmp, "trace")
+    with open(os.path.join(trace, "rank-1.sqlite"), "r+b") as f:  # header overwritten
+        f.write(os.urandom(100))
+    size = os.path.getsize(os.path.join(trace, "rank-2.sqlite"))
+    with open(os.path.join(trace, "rank-2.sqlite"), "r+b") as f:  # cut short
+        f.truncate(size * 6 // 10)
+    os.remove(os.path.join(trace, "rank-3.sqlite"))
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 1, f"exit {p.returncode}, expected 1 (something skipped)")
+    for name in ("rank-1.sqlite", "rank-2.sqlite"):
+        check(f"skipped {os.path.join(trace, name)}: " in p.stderr, f"{name} not named on stderr: {p.stderr}")
+    check(report["missing_ranks"] == [1, 2, 3], f"missing {report['missing_ranks']}")
+    statuses = [r["status"] for r in report["ranks"]]
+    check(statuses == ["ok", "skipped", "skipped", "missing"], f"statuses {statuses}")
+    check("truncated" in report["ranks"][2]["reason"] or "malformed" in report["ranks"][2]["reason"],
+          f"truncation reason: {report['ranks'][2]['reason']}")
+    check(report["ranks"][0]["sampled_steps"] > 50, "rank 0 not analysed")
+    for r in report["ranks"]:
+        print(f"rank {r['rank']}: {r['status']}: {r['reason']}")
+
+
+def case_trace_disk_full(tmp):
+    env = base_env(tmp, 0.3)
+    env["ATTNSCOPE_LOG_LEVEL"] = "info"
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (96 * 1024, resource.RLIM_INFINITY))
+
+    err = open(os.path.join(tmp, "err-0.log"), "w")
+    p = subprocess.run([EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "5"], env=env,
+                       stdout=subprocess.DEVNULL, stderr=err, preexec_fn=limit, timeout=120)
+    log = open(os.path.join(tmp, "err-0.log")).read()
+    check(p.returncode == 0, f"training exit {p.returncode}: {log[-1500:]}")
+    check(log.count("trace store write failed, training goes on") == 1, "the failure is not logged exactly once:\n" + log[-2000:])
+    with open(os.path.join(tmp, "s-0.json")) as f:
+        check(json.load(f)["run"]["steps_seen"] > 50, "training did not go on")
+    print([l for l in log.splitlines() if "trace" in l][0])
+
+
+def png_pixels(path):
+    """RGB(A) rows of an 8-bit PNG (what Chromium writes), decoded with zlib only."""
+    data = open(path, "rb").read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            check(depth == 8 and color in (2, 6), f"PNG depth {depth} color {color}")
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b = prev[i]
+            c = prev[i - channels] if i >= channels else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p_ = a + b - c
+                pa, pb, pc = abs(p_ - a), abs(p_ - b), abs(p_ - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        prev = line
+    return rows
+
+
+def case_html_chromium(tmp):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("SKIPPED: chromium is not installed (apt-get install chromium)")
+        return 77
+    env = base_env(tmp, 0.5)
+    procs = spawn_ranks(2, env, TINY + ["--steps", "100000000", "--duration-s", "10", "--slow-rank", "1",
+                                        "--slow-factor", "3", "--slow-layer", "2"], tmp)
+    check(wait_all(procs, deadline=90) == [0, 0], "ranks failed")
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 0, f"analyze exit {p.returncode}")
+    html = os.path.join(tmp, "report.html")
+    shot = os.path.join(tmp, "report.png")
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              "--no-first-run", "--disable-extensions", "--window-size=1280,900",
+              f"--user-data-dir={tmp}/chromium-profile"]
+    r = subprocess.run(common + ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "file://" + html],
+                       capture_output=True, text=True, timeout=120)
+    check(os.path.exists(shot), f"no screenshot: {r.stderr[-1500:]}")
+    console = [l for l in r.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    check(console == [], f"console messages: {console}")
+    dom = subprocess.run(common + ["--dump-dom", "file://" + html], capture_output=True, text=True, timeout=120)
+    check("Straggler: rank 1, layer layers.2.attn" in dom.stdout, "rendered DOM lacks the finding")
+    check(dom.stdout.count("<svg") >= 4, f"{dom.stdout.count('<svg')} SVG plots in the DOM")
+    rows = png_pixels(shot)
+    colors = {px for row in rows[::4] for px in row[::4]}
+    check(len(colors) > 50, f"screenshot nearly blank ({len(colors)} colours)")
+    # The finding's box (border #d62728 on #fdeeee) is on the first screen, above 400 px.
+    banner = [y for y, row in enumerate(rows[:400]) if sum(1 for px in row if px == (0xfd, 0xee, 0xee)) > 300]
+    check(banner, "no straggler banner in the first 400 px of the screenshot")
+    heat = sum(1 for row in rows for px in row if px[0] < 100 and px[2] > 80 and px[1] < 160)  # dark blue/purple cells
+    check(heat > 2000, f"heatmap not visible ({heat} pixels)")
+    if os.environ.get("ANALYSIS_TEST_SCREENSHOT_COPY"):
+        shutil.copy(shot, os.environ["ANALYSIS_TEST_SCREENSHOT_COPY"])
+    print(f"screenshot {shot}: {len(rows[0])}x{len(rows)}, banner at y={banner[0]}..{banner[-1]}, {len(colors)} colours")
+
+
+def case_compare_attention(tmp):
+    check(COMPARE is not None, "usage: ... compare_attention needs the COMPARE_BINARY argument")
+    out_json, out_html = os.path.join(tmp, "cmp.json"), os.path.join(tmp, "cmp.html")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run([COMPARE, "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
+                        "--threads", "1", "--fit-from", "128", "--json", out_json, "--html", out_html],
+                       capture_output=True, text=True, timeout=300, env=env)
+    print(p.stdout)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
+    result = json.load(open(out_json))
+    rows = {(r["impl"], r["heads"], r["seq"]): r for r in result["rows"]}
+    check(len(rows) == 3 * 2 * 3, f"{len(rows)} rows, expected 18")
+    for key, r in rows.items():
+        check(r["forward_seconds"] > 0 and r["backward_seconds"] > 0, f"{key}: no time measured")
+        check(r["forward_peak_bytes"] > 0, f"{key}: no peak memory")
+    for heads in (2, 4):
+        # The scores (heads x seq x seq) dominate the naive forward's peak: 4x the length, 16x the bytes.
+        ratio = rows[("naive", heads, 512)]["forward_peak_bytes"] / rows[("naive", heads, 128)]["forward_peak_bytes"]
+        check(ratio > 10, f"naive peak grows {ratio:.1f}x from 128 to 512 (quadratic: 16x)")
+    check(all(f["exponent"] is not None for f in result["fits"]), f"fits {result['fits']}")
+    page = open(out_html).read()
+    check(page.count("<svg") == 2 and "<polyline" in page, "HTML page lacks the plots")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix=f"attnscope-analysis-{CASE}-")
+    case = globals().get("case_" + CASE)
+    if case is None:
+        print("unknown case", CASE)
+        return 2
+    try:
+        result = case(tmp)
+        if result == 77:
+            return 77
+    except AssertionError as e:
+        print("FAILED:", e)
+        for name in sorted(os.listdir(tmp)):
+            if name.startswith("err-"):
+                print(f"--- {name} ---")
+                print(open(os.path.join(tmp, name)).read()[-1500:])
+        return 1
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

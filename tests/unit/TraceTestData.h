@@ -1,0 +1,111 @@
+#pragma once
+
+// Synthetic trace content for the trace store, reader and analysis tests: steps of a model whose
+// attention costs are known, with an optional slow (rank, layer).
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/exporters/TraceStore.h"
+
+namespace attnscope {
+namespace testdata {
+
+// Forward and backward of `layers` layers; kinds 0..6 each take (kind + 1) × base ns per call.
+inline std::vector<TraceCall> stepCalls(int layers, int64_t baseNs, int slowLayer = -1, int slowFactor = 1) {
+  std::vector<TraceCall> calls;
+  for (int l = 0; l < layers; ++l) {
+    for (Phase p : {Phase::kForward, Phase::kBackward}) {
+      TraceCall c;
+      c.layer = l;
+      c.phase = p;
+      const int64_t factor = l == slowLayer ? slowFactor : 1;
+      c.calls = static_cast<uint32_t>(factor);
+      for (int k = 0; k < 7; ++k) {
+        c.kinds[k].ns = (k + 1) * baseNs * factor * (p == Phase::kBackward ? 2 : 1);
+        c.kinds[k].bytes = (k + 1) * 4096 * factor;
+        c.kinds[k].peak = (k + 1) * 2048;
+        c.ns += c.kinds[k].ns;
+        c.bytes += c.kinds[k].bytes;
+        c.peak = std::max(c.peak, c.kinds[k].peak);
+      }
+      calls.push_back(c);
+    }
+  }
+  return calls;
+}
+
+inline EncodedStep encoded(uint64_t step, double endUnix, int64_t stepNs, const std::vector<TraceCall>& calls) {
+  EncodedStep s;
+  s.step = step;
+  s.endUnix = endUnix;
+  s.stepNs = stepNs;
+  traceformat::encodeCalls(calls, &s.data);
+  return s;
+}
+
+inline std::vector<std::string> layerNames(int layers) {
+  std::vector<std::string> names;
+  for (int l = 0; l < layers; ++l) names.push_back("layers." + std::to_string(l) + ".attn");
+  return names;
+}
+
+inline std::vector<std::pair<std::string, std::string>> meta(int rank, int world, double interval = 1.0) {
+  return {{"format", "attnscope.trace/1"}, {"rank", std::to_string(rank)},
+          {"world_size", std::to_string(world)}, {"node", "testhost"},
+          {"interval_s", std::to_string(interval)}, {"start_unix", "1000"},
+          {"config", "{\"aggregation\": \"gloo\"}"}};
+}
+
+// Writes one rank's trace: `intervals` commits of `stepsPerInterval` steps, 10 ms apart from
+// t = 1000 s, with a window summary each; `stopped` adds stop_unix at the end.
+inline void writeRank(const std::string& dir, int rank, int world, int layers, int intervals,
+                      int stepsPerInterval, int slowLayer = -1, int slowFactor = 1, bool stopped = true) {
+  std::string error;
+  auto store = TraceStore::open(dir, rank, 64 << 20, &error);
+  ASSERT_NE(store, nullptr) << error;
+  uint64_t step = 0;
+  for (int i = 0; i < intervals; ++i) {
+    TraceInterval in;
+    in.layerNames = layerNames(layers);
+    if (i == 0) in.meta = meta(rank, world);
+    for (int s = 0; s < stepsPerInterval; ++s, ++step) {
+      in.steps.push_back(encoded(step, 1000.0 + 0.01 * (step + 1), 10000000,
+                                 stepCalls(layers, 1000 + 10 * (rank % 3), slowLayer, slowFactor)));
+    }
+    in.haveWindow = true;
+    in.windowStartUnix = 1000.0 + 0.01 * (step - stepsPerInterval);
+    in.windowEndUnix = 1000.0 + 0.01 * step;
+    in.window.lastStep = step;
+    in.window.steps = in.window.sampledSteps = static_cast<uint32_t>(stepsPerInterval);
+    in.meta.emplace_back("last_commit_unix", std::to_string(in.windowEndUnix));
+    if (stopped && i + 1 == intervals) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+    ASSERT_TRUE(store->commit(in, &error)) << error;
+  }
+}
+
+// A fresh directory under testing::TempDir(), removed with its files afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = testing::TempDir() + "attnscope_trace_XXXXXX";
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace testdata
+}  // namespace attnscope
