@@ -22,6 +22,7 @@ constexpr int64_t kMaxMaxLayers = 65536;
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
 constexpr char kAggregationAllowed[] = "one of auto, gloo, nccl, mpi, local, none";
+constexpr char kGpuTimingAllowed[] = "one of auto, cupti, events, both, off";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
 
@@ -75,6 +76,15 @@ Aggregation parseAggregation(const std::string& name, const std::string& value) 
     if (v == aggregationName(a)) return a;
   }
   fail(name, value, "is not an aggregation backend", kAggregationAllowed);
+}
+
+GpuTiming parseGpuTiming(const std::string& name, const std::string& value) {
+  const std::string v = lower(value);
+  for (GpuTiming g : {GpuTiming::kAuto, GpuTiming::kCupti, GpuTiming::kEvents, GpuTiming::kBoth,
+                      GpuTiming::kOff}) {
+    if (v == gpuTimingName(g)) return g;
+  }
+  fail(name, value, "is not a GPU timing source", kGpuTimingAllowed);
 }
 
 LogLevel parseLogLevel(const std::string& name, const std::string& value) {
@@ -131,6 +141,17 @@ const char* aggregationName(Aggregation a) {
   return "?";
 }
 
+const char* gpuTimingName(GpuTiming g) {
+  switch (g) {
+    case GpuTiming::kAuto: return "auto";
+    case GpuTiming::kCupti: return "cupti";
+    case GpuTiming::kEvents: return "events";
+    case GpuTiming::kBoth: return "both";
+    case GpuTiming::kOff: return "off";
+  }
+  return "?";
+}
+
 const std::vector<Config::Variable>& Config::variables() {
   static const std::vector<Variable> kVariables = {
       {kEnvEnable, "bool", "1", kBoolAllowed, "master switch; 0 makes every attnscope call a no-op"},
@@ -162,6 +183,8 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvStorePort, "int", "0", "an integer from 0 to 65535",
        "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
        "provides a store; 0 means MASTER_PORT + 1"},
+      {kEnvGpuTiming, "enum", "auto", kGpuTimingAllowed,
+       "device time per layer on GPUs: auto is CUPTI when attnscope can hold it, else CUDA events"},
   };
   return kVariables;
 }
@@ -195,6 +218,8 @@ bool Config::set(const std::string& name, const std::string& value) {
     roundTimeoutSeconds = parseDouble(name, value, 1.0, 3600.0);
   } else if (name == kEnvStorePort) {
     storePort = parseInt(name, value, 0, 65535);
+  } else if (name == kEnvGpuTiming) {
+    gpuTiming = parseGpuTiming(name, value);
   } else {
     return false;
   }
@@ -229,6 +254,10 @@ void Config::validate() const {
   checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
   checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
   checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
+  if (static_cast<int>(gpuTiming) > static_cast<int>(GpuTiming::kOff)) {
+    fail(kEnvGpuTiming, std::to_string(static_cast<int>(gpuTiming)), "is not a GPU timing source",
+         kGpuTimingAllowed);
+  }
   if (!summaryJson.empty()) {
     const std::string allowed = kSummaryAllowed;
     const std::string path = summaryPathForRank(0);

@@ -25,6 +25,7 @@ constexpr char kEnvStragglerWindows[] = "ATTNSCOPE_STRAGGLER_WINDOWS";
 constexpr char kEnvHangS[] = "ATTNSCOPE_HANG_S";
 constexpr char kEnvRoundTimeoutS[] = "ATTNSCOPE_ROUND_TIMEOUT_S";
 constexpr char kEnvStorePort[] = "ATTNSCOPE_STORE_PORT";
+constexpr char kEnvGpuTiming[] = "ATTNSCOPE_GPU_TIMING";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -36,6 +37,16 @@ enum class Aggregation : uint8_t {
   kNone,   // per-rank figures only
 };
 ATTNSCOPE_API const char* aggregationName(Aggregation a);
+
+// Where device (GPU) time per layer comes from (docs/GPU.md).
+enum class GpuTiming : uint8_t {
+  kAuto,    // CUPTI when attnscope can hold it, else CUDA events
+  kCupti,   // CUPTI kernel records with external correlation ids (falls back to events)
+  kEvents,  // CUDA events at call edges and first/last backward node
+  kBoth,    // CUPTI and events together (cross-check: event span vs summed kernel time)
+  kOff,     // no device timing
+};
+ATTNSCOPE_API const char* gpuTimingName(GpuTiming g);
 
 // Everything attnscope can be told. Fill it from code, from the environment, or both
 // (fromEnvironment() starts from the defaults below and applies every ATTNSCOPE_* variable).
@@ -68,6 +79,8 @@ struct ATTNSCOPE_API Config {
   // Port of attnscope's own TCPStore when the program hands none in and torchrun's agent store is
   // not available (rank 0 serves it). 0: MASTER_PORT + 1.
   int64_t storePort = 0;
+  // Device time per layer on GPUs: auto (CUPTI, else CUDA events), cupti, events, both or off.
+  GpuTiming gpuTiming = GpuTiming::kAuto;
 
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.
