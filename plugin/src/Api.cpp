@@ -129,4 +129,16 @@ AttentionScope::~AttentionScope() {
   if (active_) detail::Observer::exitScope();
 }
 
+// --- GPU (docs/GPU.md) ------------------------------------------------------------------------
+
+StatsTable deviceStatistics() {
+  detail::Session* s = detail::currentSession();
+  return s != nullptr ? s->deviceStatistics() : StatsTable();
+}
+
+GpuStatus gpuStatus() {
+  detail::Session* s = detail::currentSession();
+  return s != nullptr ? s->gpuStatus() : GpuStatus();
+}
+
 }  // namespace attnscope

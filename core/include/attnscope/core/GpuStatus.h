@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attnscope/core/Config.h"
+#include "attnscope/core/Export.h"
 
 namespace attnscope {
 
@@ -19,7 +20,16 @@ enum class AttentionBackend : uint8_t {
 };
 constexpr int kNumAttentionBackends = static_cast<int>(AttentionBackend::kCount);
 // "flash", "memory_efficient", "cudnn", "math".
-ATTNSCOPE_API const char* attentionBackendName(AttentionBackend backend);
+inline const char* attentionBackendName(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::kFlash: return "flash";
+    case AttentionBackend::kMemoryEfficient: return "memory_efficient";
+    case AttentionBackend::kCudnn: return "cudnn";
+    case AttentionBackend::kMath: return "math";
+    case AttentionBackend::kCount: break;
+  }
+  return "?";
+}
 
 // What the GPU collectors of one rank are doing (docs/GPU.md); a copy, read at any time
 // (attnscope::gpuStatus()). Meant for the exporters: every field is a gauge or a counter.
@@ -52,7 +62,18 @@ struct GpuStatus {
     std::string layer;
     std::array<uint64_t, kNumAttentionBackends> kernels{};
     // The backend with the most fused-attention kernels, else math.
-    AttentionBackend dominant() const;
+    AttentionBackend dominant() const {
+      AttentionBackend best = AttentionBackend::kMath;
+      uint64_t most = 0;
+      for (AttentionBackend b : {AttentionBackend::kFlash, AttentionBackend::kMemoryEfficient,
+                                 AttentionBackend::kCudnn}) {
+        if (kernels[static_cast<int>(b)] > most) {
+          most = kernels[static_cast<int>(b)];
+          best = b;
+        }
+      }
+      return best;
+    }
   };
   std::vector<LayerBackends> backends;
 };
