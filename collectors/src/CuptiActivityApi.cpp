@@ -97,6 +97,7 @@ class CuptiActivityApi final : public GpuActivityApi {
       *reason = "CUPTI is already used by another attnscope session";
       return false;
     }
+    // Registered at every start: a profiler that ran in between registered its own.
     r = api_.registerCallbacks(&CuptiActivityApi::onBufferRequested, &CuptiActivityApi::onBufferCompleted);
     size_t enabled = 0;
     for (; r == CUPTI_SUCCESS && enabled < sizeof(kKinds) / sizeof(kKinds[0]); ++enabled) {
