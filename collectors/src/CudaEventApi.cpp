@@ -22,6 +22,8 @@ struct Cudart {
   decltype(&::cudaGetDevice) getDevice = nullptr;
   decltype(&::cudaSetDevice) setDevice = nullptr;
   decltype(&::cudaGetLastError) getLastError = nullptr;
+  decltype(&::cudaStreamIsCapturing) streamIsCapturing = nullptr;
+  decltype(&::cudaThreadExchangeStreamCaptureMode) exchangeCaptureMode = nullptr;
 };
 
 class CudaEventApi final : public GpuEventApi {
@@ -47,6 +49,14 @@ class CudaEventApi final : public GpuEventApi {
       return true;
     }
     return fail(false);
+  }
+
+  bool capturing(Stream stream, int /*device*/) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (rt_.streamIsCapturing(static_cast<cudaStream_t>(stream), &status) != cudaSuccess) {
+      return fail(true);  // cannot tell: do not time
+    }
+    return status != cudaStreamCaptureStatusNone;
   }
 
   Query query(Event event, int device) override {
@@ -79,9 +89,18 @@ class CudaEventApi final : public GpuEventApi {
     return value;
   }
   // The reporter thread makes the events' device current once, so that no call creates a
-  // context on another device.
+  // context on another device; and it relaxes its stream-capture mode once, so that its queries
+  // are not refused (and do not invalidate) while the training thread captures a CUDA graph in
+  // the default, global mode (events recorded inside a capture are never queried: see
+  // capturing()).
   bool useDevice(int device) {
     thread_local int tDevice = -1;
+    thread_local bool tRelaxed = false;
+    if (!tRelaxed) {
+      cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+      if (rt_.exchangeCaptureMode(&mode) != cudaSuccess) return fail(false);
+      tRelaxed = true;
+    }
     if (tDevice == device) return true;
     if (rt_.setDevice(device) != cudaSuccess) return fail(false);
     tDevice = device;
@@ -108,7 +127,9 @@ std::unique_ptr<GpuEventApi> createCudaEventApi(std::string* reason) {
       !lib.bind(&rt.eventRecord, "cudaEventRecord") || !lib.bind(&rt.eventQuery, "cudaEventQuery") ||
       !lib.bind(&rt.eventElapsedTime, "cudaEventElapsedTime") ||
       !lib.bind(&rt.eventDestroy, "cudaEventDestroy") || !lib.bind(&rt.getDevice, "cudaGetDevice") ||
-      !lib.bind(&rt.setDevice, "cudaSetDevice") || !lib.bind(&rt.getLastError, "cudaGetLastError")) {
+      !lib.bind(&rt.setDevice, "cudaSetDevice") || !lib.bind(&rt.getLastError, "cudaGetLastError") ||
+      !lib.bind(&rt.streamIsCapturing, "cudaStreamIsCapturing") ||
+      !lib.bind(&rt.exchangeCaptureMode, "cudaThreadExchangeStreamCaptureMode")) {
     *reason = lib.error();
     return nullptr;
   }

@@ -89,6 +89,10 @@ void GpuTimer::callBegin(Span* span) {
   if (!usesEvents()) return;
   const GpuStream s = currentStream_();
   if (s.device < 0) return;
+  if (events_->capturing(s.handle, s.device)) {
+    spansCapturing_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   if (lastDevice_.load(std::memory_order_relaxed) != s.device) lastDevice_.store(s.device);
   span->device = s.device;
   span->start = pool_->acquire(s.device);
@@ -113,8 +117,9 @@ void GpuTimer::callEnd(Span* span, uint64_t instance, int32_t layer, Phase phase
     return;
   }
   const GpuStream s = currentStream_();
-  if (s.device != span->device || !events_->record(span->end, s.handle, s.device)) {
-    // The call moved to another device, or CUDA failed: nothing to time.
+  if (s.device != span->device || events_->capturing(s.handle, s.device) ||
+      !events_->record(span->end, s.handle, s.device)) {
+    // The call moved to another device or into a graph capture, or CUDA failed: not timed.
     eventErrors_.fetch_add(1, std::memory_order_relaxed);
     attributor_.spanMissing(instance, phase);
     pool_->release(span->start, span->device);
@@ -159,7 +164,8 @@ void GpuTimer::nodeEnd(uint64_t instance) {
   if (it == backward_.end() || it->second.span.end == nullptr) return;
   Span& span = it->second.span;
   const GpuStream s = currentStream_();
-  if (s.device != span.device || !events_->record(span.end, s.handle, s.device)) {
+  if (s.device != span.device || events_->capturing(s.handle, s.device) ||
+      !events_->record(span.end, s.handle, s.device)) {
     eventErrors_.fetch_add(1, std::memory_order_relaxed);
     pool_->release(span.start, span.device);
     pool_->release(span.end, span.device);
@@ -236,6 +242,7 @@ GpuStatus GpuTimer::status() const {
   s.recordsLate = c.late;
   s.spansResolved = spansResolved_.load();
   s.spansDropped = spansDropped_.load();
+  s.spansCapturing = spansCapturing_.load();
   s.eventErrors = eventErrors_.load();
   s.eventsInPool = pool_ ? pool_->created() : 0;
   const auto backends = attributor_.backends();

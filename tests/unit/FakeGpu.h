@@ -79,6 +79,7 @@ class FakeGpuEventApi final : public GpuEventApi {
     int queries = 0;
     bool failCreate = false;
     bool failRecord = false;
+    bool capturing = false;     // the stream is being captured into a CUDA graph
     std::vector<int> devices;  // device argument of every call
   };
   explicit FakeGpuEventApi(State* state) : state_(state) {}
@@ -100,6 +101,7 @@ class FakeGpuEventApi final : public GpuEventApi {
     ev->at = FakeGpuDevice::instance().queueEnd(s);
     return true;
   }
+  bool capturing(Stream, int) override { return state_->capturing; }
   Query query(Event e, int device) override {
     state_->devices.push_back(device);
     ++state_->queries;

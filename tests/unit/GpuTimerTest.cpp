@@ -240,6 +240,18 @@ TEST_F(GpuTimerTest, RecordFailureIsCountedAndTheCallSkipped) {
   EXPECT_EQ(drain(*t).size(), 1u);
 }
 
+TEST_F(GpuTimerTest, CallsUnderGraphCaptureAreNotTimed) {
+  auto t = make();
+  t->start(GpuTiming::kEvents, false, "");
+  events_.capturing = true;
+  forwardCall(*t, 1, 0, {{OpKind::kSoftmax, 100}});
+  EXPECT_EQ(events_.records, 0) << "an event recorded in a capture could never be queried";
+  EXPECT_EQ(t->status().spansCapturing, 1u);
+  events_.capturing = false;
+  forwardCall(*t, 2, 0, {{OpKind::kSoftmax, 100}});
+  EXPECT_EQ(drain(*t).size(), 1u);
+}
+
 TEST_F(GpuTimerTest, FinalCollectDoesNotWaitForTheDevice) {
   auto t = make();
   t->start(GpuTiming::kEvents, false, "");

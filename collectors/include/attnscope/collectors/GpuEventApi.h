@@ -25,6 +25,10 @@ class GpuEventApi {
   virtual Event create(int device) = 0;
   // Enqueues the event on `stream`; never waits for the stream.
   virtual bool record(Event event, Stream stream, int device) = 0;
+  // True while `stream` is being captured into a CUDA graph: an event recorded then becomes a
+  // graph node, and querying it would break the capture, so such calls are not timed.
+  // Optional; layers that cannot tell say no.
+  virtual bool capturing(Stream /*stream*/, int /*device*/) { return false; }
   // Whether the work before the event has completed; never waits.
   virtual Query query(Event event, int device) = 0;
   // Milliseconds between two completed events of the same device.

@@ -127,6 +127,7 @@ class GpuTimer {
 
   std::atomic<uint64_t> spansResolved_{0};
   std::atomic<uint64_t> spansDropped_{0};
+  std::atomic<uint64_t> spansCapturing_{0};
   std::atomic<uint64_t> eventErrors_{0};
 };
 

@@ -49,6 +49,7 @@ struct GpuStatus {
   // CUDA events
   uint64_t spansResolved = 0;             // event pairs read back
   uint64_t spansDropped = 0;              // calls not timed: the event pool was exhausted
+  uint64_t spansCapturing = 0;            // calls not timed: their stream was capturing a CUDA graph
   uint64_t eventErrors = 0;               // event record/query failures
   uint64_t eventsInPool = 0;              // events created (the pool's size)
   // The CUDA caching allocator of this rank's device (LibTorch with CUDA only), bytes.
