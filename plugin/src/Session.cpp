@@ -51,7 +51,18 @@ Session::Session(const Config& config, const Topology& topology)
   windowStartNs_ = nowNs();
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // Sessions are retired, not destroyed, once started; this covers a start() that failed after
+  // begin(): a joinable thread must not be destroyed.
+  if (gpuThread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(gpuWakeMutex_);
+      gpuStopping_ = true;
+    }
+    gpuWake_.notify_all();
+    gpuThread_.join();
+  }
+}
 
 void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
 
