@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include "CudaTorch.h"
+#include "GpuTesting.h"
 #include "Observer.h"
 #include "attnscope/attnscope.h"
 #include "attnscope/collectors/Clock.h"
@@ -271,10 +272,35 @@ void Session::finish() {
 
 namespace {
 GpuStream noStream() { return GpuStream{}; }
+
+std::mutex gTestingMutex;
+std::function<GpuLayers()>& testingLayers() {
+  static std::function<GpuLayers()> factory;
+  return factory;
+}
 }  // namespace
+
+void setGpuLayersForTesting(std::function<GpuLayers()> factory) {
+  std::lock_guard<std::mutex> lock(gTestingMutex);
+  testingLayers() = std::move(factory);
+}
 
 void Session::startGpu() {
   if (config_.gpuTiming == GpuTiming::kOff) return;
+  {
+    std::lock_guard<std::mutex> lock(gTestingMutex);
+    if (testingLayers()) {
+      GpuLayers layers = testingLayers()();
+      gpu_ = std::make_unique<GpuTimer>(std::move(layers.events), std::move(layers.activity),
+                                        layers.stream, GpuTimer::Options());
+    }
+  }
+  if (gpu_) {
+    gpu_->start(config_.gpuTiming, kinetoProfilerRunning(), "");
+    gpuActive_ = gpu_->source() != GpuTiming::kOff;
+    if (gpuActive_) gpuThread_ = std::thread([this] { gpuLoop(); });
+    return;
+  }
   std::string unavailable;
   const CurrentStreamFn stream = torchCurrentStreamFn();
   if (stream == nullptr) {

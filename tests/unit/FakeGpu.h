@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@ namespace attnscope {
 namespace testing_gpu {
 
 // The simulated device: per stream, the time its queued work ends; a clock the test advances.
+// Thread-safe (one mutex): the observer's threads launch and record, the collection thread
+// queries and flushes, the test advances the clock.
 class FakeGpuDevice {
  public:
   struct Launch {
@@ -35,33 +38,55 @@ class FakeGpuDevice {
     static FakeGpuDevice device;
     return device;
   }
-  void reset() { *this = FakeGpuDevice(); }
+  void reset() {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    stream = GpuStream{reinterpret_cast<void*>(0x5001), 0};
+    now = 1000;
+    idStack.clear();
+    launches.clear();
+    queueEnd_.clear();
+    nextCorrelation_ = 100;
+  }
 
   // The stream the "training thread" queues on; device -1 = no CUDA context yet.
   GpuStream stream{reinterpret_cast<void*>(0x5001), 0};
-  static GpuStream currentStream() { return instance().stream; }
+  static GpuStream currentStream() {
+    std::lock_guard<std::recursive_mutex> lock(instance().mutex);
+    return instance().stream;
+  }
 
   uint64_t now = 1000;  // device clock, ns
-  uint64_t queueEnd(void* s) const {
+  uint64_t queueEnd(void* s) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     const auto it = queueEnd_.find(s);
     return std::max(now, it == queueEnd_.end() ? 0 : it->second);
   }
   // Queues `ns` of work on the current stream, as a CUDA API call would: returns its record.
-  Launch& launch(uint64_t ns, const std::string& name,
-                 ActivityRecord::Kind kind = ActivityRecord::Kind::kKernel) {
+  Launch launch(uint64_t ns, const std::string& name,
+                ActivityRecord::Kind kind = ActivityRecord::Kind::kKernel) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     const uint64_t start = queueEnd(stream.handle);
     queueEnd_[stream.handle] = start + ns;
     Launch l{nextCorrelation_++, start, start + ns, name, kind, {}};
     if (!idStack.empty()) l.externalIds.push_back(idStack.back());
     launches.push_back(l);
-    return launches.back();
+    return l;
   }
-  void advance(uint64_t ns) { now += ns; }
+  uint64_t clock() {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    return now;
+  }
+  void advance(uint64_t ns) {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
+    now += ns;
+  }
   void finishAll() {
+    std::lock_guard<std::recursive_mutex> lock(mutex);
     for (const auto& [s, end] : queueEnd_) now = std::max(now, end);
   }
 
-  std::vector<uint64_t> idStack;  // CUPTI's external id stack of the (single) test thread
+  std::recursive_mutex mutex;
+  std::vector<uint64_t> idStack;  // CUPTI's external id stack (tests push from one thread at a time)
   std::vector<Launch> launches;   // not yet delivered to CUPTI's buffers
 
  private:
@@ -107,13 +132,13 @@ class FakeGpuEventApi final : public GpuEventApi {
     ++state_->queries;
     auto* ev = static_cast<FakeEvent*>(e);
     if (!ev->recorded) return Query::kError;
-    return ev->at <= FakeGpuDevice::instance().now ? Query::kReady : Query::kPending;
+    return ev->at <= FakeGpuDevice::instance().clock() ? Query::kReady : Query::kPending;
   }
   bool elapsedMs(Event a, Event b, int device, float* ms) override {
     state_->devices.push_back(device);
     auto* x = static_cast<FakeEvent*>(a);
     auto* y = static_cast<FakeEvent*>(b);
-    const uint64_t now = FakeGpuDevice::instance().now;
+    const uint64_t now = FakeGpuDevice::instance().clock();
     if (!x->recorded || !y->recorded || x->at > now || y->at > now) return false;
     *ms = static_cast<float>(static_cast<double>(y->at - x->at) / 1e6);
     return true;
@@ -144,6 +169,7 @@ class FakeGpuActivityApi final : public GpuActivityApi {
     uint64_t dropped = 0;
     int pushes = 0;
     int pops = 0;
+    uint64_t kernelPerPopNs = 0;
   };
   explicit FakeGpuActivityApi(State* state) : state_(state) {}
   const char* name() const override { return "fake-cupti"; }
@@ -161,6 +187,7 @@ class FakeGpuActivityApi final : public GpuActivityApi {
   // Delivers the records of every launch whose work has completed (forced: all launches).
   void flush(bool forced) override {
     FakeGpuDevice& d = FakeGpuDevice::instance();
+    std::unique_lock<std::recursive_mutex> lock(d.mutex);
     std::vector<FakeGpuDevice::Launch> later;
     std::vector<ActivityRecord> correlations, work;
     for (const auto& l : d.launches) {
@@ -178,6 +205,7 @@ class FakeGpuActivityApi final : public GpuActivityApi {
     // Names stay valid while the sink runs, as CUPTI's do.
     for (size_t i = 0; i < work.size(); ++i) work[i].name = names_[names_.size() - work.size() + i].c_str();
     d.launches.swap(later);
+    lock.unlock();
     if (state_->kernelsFirst) {
       for (const auto& r : work) sink_(r);
       for (const auto& r : correlations) sink_(r);
@@ -188,12 +216,19 @@ class FakeGpuActivityApi final : public GpuActivityApi {
   }
   void stop() override { state_->stopped = true; }
   void pushExternalId(uint64_t id) override {
+    FakeGpuDevice& d = FakeGpuDevice::instance();
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
     ++state_->pushes;
-    FakeGpuDevice::instance().idStack.push_back(id);
+    d.idStack.push_back(id);
   }
+  // With kernelPerPopNs set, the work under each id is one kernel of that length, launched just
+  // before the id is popped (as an op's kernels are launched before its end).
   void popExternalId() override {
+    FakeGpuDevice& d = FakeGpuDevice::instance();
+    std::lock_guard<std::recursive_mutex> lock(d.mutex);
     ++state_->pops;
-    FakeGpuDevice::instance().idStack.pop_back();
+    if (state_->kernelPerPopNs > 0) d.launch(state_->kernelPerPopNs, "fake_kernel");
+    if (!d.idStack.empty()) d.idStack.pop_back();
   }
   uint64_t droppedRecords() override { return state_->dropped; }
 
