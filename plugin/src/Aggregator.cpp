@@ -23,9 +23,10 @@ std::string firstLine(const std::string& s) {
 
 // The store attnscope's group forms on, under the "attnscope/<run>/" prefix: the program's
 // store when it handed one in; torchrun's agent store; else attnscope's own TCPStore served by
-// rank 0 on storePort (MASTER_PORT + 1 by default).
-c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
-                                          std::chrono::milliseconds timeout, int storePort) {
+// rank 0 on storePort (MASTER_PORT + 1 by default). Unused in a build with neither Gloo nor NCCL.
+[[maybe_unused]] c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
+                                                           std::chrono::milliseconds timeout,
+                                                           int storePort) {
   c10::intrusive_ptr<c10d::Store> base = source.store;
   if (!base) {
     if (t.masterAddr.empty() || t.masterPort == 0) {

@@ -179,13 +179,29 @@ void attribution(Trainer& t, const Options& o) {
   }
   torch::cuda::synchronize();
   // The collection thread reads events and CUPTI buffers every 200 ms; a call is final two reads
-  // after its last record. Give it a few, and the reporter two rounds.
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // after its last record. The nccl group forms at its first collective, which can take seconds.
+  // Wait until every call is in and (nccl) a round completed, at most 30 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  attnscope::ClusterReport cluster;
+  bool haveCluster = false;
+  while (true) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    size_t complete = 0;
+    for (const attnscope::LayerStats& l : attnscope::deviceStatistics().layers()) {
+      const auto* f = l.phases[static_cast<int>(attnscope::Phase::kForward)].get();
+      const auto* b = l.phases[static_cast<int>(attnscope::Phase::kBackward)].get();
+      if (f && b && f->call.seconds.count() >= static_cast<uint64_t>(o.steps) &&
+          b->call.seconds.count() >= static_cast<uint64_t>(o.steps)) {
+        ++complete;
+      }
+    }
+    haveCluster = attnscope::clusterReport(&cluster);
+    const bool roundDone = !nccl || (haveCluster && (cluster.collectiveRounds >= 1 || cluster.roundErrors > 0));
+    if ((complete == static_cast<size_t>(o.layers) && roundDone) || std::chrono::steady_clock::now() > deadline) break;
+  }
   const attnscope::GpuStatus status = attnscope::gpuStatus();
   const attnscope::StatsTable device = attnscope::deviceStatistics();
   const attnscope::StatsTable host = attnscope::statistics();
-  attnscope::ClusterReport cluster;
-  const bool haveCluster = attnscope::clusterReport(&cluster);
   attnscope::stop();
 
   check("timing_source_both", status.source == attnscope::GpuTiming::kBoth,

@@ -12,6 +12,7 @@
 #
 # Needs: python3 with torch (CUDA), CMake >= 3.18, a C++17 compiler, the CUDA toolkit (nvcc; set
 # CUDA_HOME when it is not /usr/local/cuda or on the PATH). No package registry. Budget: < 8 min.
+# ATTNSCOPE_GPU_CMAKE_ARGS adds CMake arguments (e.g. "-DATTNSCOPE_WITH_NCCL=OFF").
 # Exit status: gpu_checks' (0 all passed, 1 a check failed, 77 no GPU), or the build's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +29,7 @@ if [ -n "${CUDA_HOME:-}" ]; then cuda_args+=("-DCUDAToolkit_ROOT=$CUDA_HOME" "-D
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" \
   -DATTNSCOPE_BUILD_TESTS=OFF -DATTNSCOPE_BUILD_BENCH=OFF -DATTNSCOPE_BUILD_EXAMPLES=OFF \
   -DATTNSCOPE_WITH_MPI=OFF -DATTNSCOPE_BUILD_GPU_TESTS=ON -DATTNSCOPE_WITH_CUDA=ON \
-  ${cuda_args[@]+"${cuda_args[@]}"}
+  ${cuda_args[@]+"${cuda_args[@]}"} ${ATTNSCOPE_GPU_CMAKE_ARGS:-}
 cmake --build "$build" -j"$(nproc)" --target gpu_checks
 echo "run.sh: built in $(( $(date +%s) - start )) s"
 
