@@ -61,6 +61,10 @@ void GpuTimer::start(GpuTiming requested, bool profilerRunning, const std::strin
                               &reason)) {
     cuptiStarted_ = true;
     const GpuTiming s = requested == GpuTiming::kBoth && events_ ? GpuTiming::kBoth : GpuTiming::kCupti;
+    if (requested == GpuTiming::kBoth && s != GpuTiming::kBoth) {
+      fallBack(s, "the CUDA event layer is not available; CUPTI only");
+      return;
+    }
     attributor_.setOptions(s == GpuTiming::kBoth, true);
     source_.store(s);
     ATTNSCOPE_LOG(kDebug, "GPU timing: " << gpuTimingName(s));

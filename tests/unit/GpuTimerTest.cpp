@@ -145,6 +145,17 @@ TEST_F(GpuTimerTest, EventsAndBothAsRequested) {
   EXPECT_TRUE(both->usesCupti());
 }
 
+TEST_F(GpuTimerTest, BothWithoutTheEventLayerIsCuptiWithTheReason) {
+  auto t = make(/*withEvents=*/false, true);
+  t->start(GpuTiming::kBoth, false, "");
+  EXPECT_EQ(t->source(), GpuTiming::kCupti);
+  EXPECT_EQ(t->status().fallbackReason, "the CUDA event layer is not available; CUPTI only");
+  forwardCall(*t, 1, 0, {{OpKind::kSoftmax, 100}});
+  const std::vector<CallRecord> calls = drain(*t);
+  ASSERT_EQ(calls.size(), 1u) << "calls fold on kernels alone: no span is awaited";
+  EXPECT_EQ(calls[0].ns, 100);
+}
+
 TEST_F(GpuTimerTest, ProfilerStartedMidRunSwitchesToEventsAndLeavesCuptiToIt) {
   auto t = make();
   t->start(GpuTiming::kAuto, false, "");
