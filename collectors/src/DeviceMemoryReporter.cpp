@@ -28,7 +28,7 @@ class ReporterState final : public profiler::ProfilerStateBase {
                          int64_t /*totalReserved*/, c10::Device device) override {
     if (device.is_cpu()) return;  // host memory is CpuAllocatorTracker's
     gReports.fetch_add(1, std::memory_order_relaxed);
-    MemoryTargets::current().report(allocSize, totalAllocated, 1);
+    MemoryTargets::current().report(allocSize, totalAllocated, MemoryAccount::acceleratorTag(device.index()));
   }
 
   bool memoryProfilingEnabled() const override { return false; }

@@ -30,6 +30,7 @@ constexpr char kBindAllowed[] = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
 constexpr char kAuthAllowed[] = "user:password, or @/path/to/file holding user:password";
 constexpr char kUrlAllowed[] = "an http:// URL with a host and a port, such as http://pushgw:9091";
 constexpr char kJobAllowed[] = "letters, digits, '_', '-', '.' (1 to 128 characters)";
+constexpr char kGpuTimingAllowed[] = "one of auto, cupti, events, both, off";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
 constexpr char kTraceDirAllowed[] =
@@ -86,6 +87,15 @@ Aggregation parseAggregation(const std::string& name, const std::string& value) 
     if (v == aggregationName(a)) return a;
   }
   fail(name, value, "is not an aggregation backend", kAggregationAllowed);
+}
+
+GpuTiming parseGpuTiming(const std::string& name, const std::string& value) {
+  const std::string v = lower(value);
+  for (GpuTiming g : {GpuTiming::kAuto, GpuTiming::kCupti, GpuTiming::kEvents, GpuTiming::kBoth,
+                      GpuTiming::kOff}) {
+    if (v == gpuTimingName(g)) return g;
+  }
+  fail(name, value, "is not a GPU timing source", kGpuTimingAllowed);
 }
 
 LogLevel parseLogLevel(const std::string& name, const std::string& value) {
@@ -163,6 +173,17 @@ const char* aggregationName(Aggregation a) {
   return "?";
 }
 
+const char* gpuTimingName(GpuTiming g) {
+  switch (g) {
+    case GpuTiming::kAuto: return "auto";
+    case GpuTiming::kCupti: return "cupti";
+    case GpuTiming::kEvents: return "events";
+    case GpuTiming::kBoth: return "both";
+    case GpuTiming::kOff: return "off";
+  }
+  return "?";
+}
+
 const std::vector<Config::Variable>& Config::variables() {
   static const std::vector<Variable> kVariables = {
       {kEnvEnable, "bool", "1", kBoolAllowed, "master switch; 0 makes every attnscope call a no-op"},
@@ -213,6 +234,8 @@ const std::vector<Config::Variable>& Config::variables() {
        "write this rank's trace store (rank-<r>.sqlite) here, committed every interval"},
       {kEnvTraceMaxMb, "int", "1024", kTraceMaxMbAllowed,
        "size cap of one rank's trace file in MiB; the oldest step records are dropped first"},
+      {kEnvGpuTiming, "enum", "auto", kGpuTimingAllowed,
+       "device time per layer on GPUs: auto is CUPTI when attnscope can hold it, else CUDA events"},
   };
   return kVariables;
 }
@@ -266,6 +289,8 @@ bool Config::set(const std::string& name, const std::string& value) {
     traceDir = value;
   } else if (name == kEnvTraceMaxMb) {
     traceMaxMb = parseInt(name, value, 1, kMaxTraceMaxMb);
+  } else if (name == kEnvGpuTiming) {
+    gpuTiming = parseGpuTiming(name, value);
   } else {
     return false;
   }
@@ -300,6 +325,10 @@ void Config::validate() const {
   checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
   checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
   checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
+  if (static_cast<int>(gpuTiming) > static_cast<int>(GpuTiming::kOff)) {
+    fail(kEnvGpuTiming, std::to_string(static_cast<int>(gpuTiming)), "is not a GPU timing source",
+         kGpuTimingAllowed);
+  }
   checkRange(kEnvPort, static_cast<double>(port), 0, 65535, "an integer from 0 to 65535");
   if (!isIpv4(bind)) fail(kEnvBind, bind, "is not an IPv4 address", kBindAllowed);
   if (!metricsAuth.empty()) metricsCredentials();

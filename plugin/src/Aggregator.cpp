@@ -23,9 +23,10 @@ std::string firstLine(const std::string& s) {
 
 // The store attnscope's group forms on, under the "attnscope/<run>/" prefix: the program's
 // store when it handed one in; torchrun's agent store; else attnscope's own TCPStore served by
-// rank 0 on storePort (MASTER_PORT + 1 by default).
-c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
-                                          std::chrono::milliseconds timeout, int storePort) {
+// rank 0 on storePort (MASTER_PORT + 1 by default). Unused in a build with neither Gloo nor NCCL.
+[[maybe_unused]] c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
+                                                           std::chrono::milliseconds timeout,
+                                                           int storePort) {
   c10::intrusive_ptr<c10d::Store> base = source.store;
   if (!base) {
     if (t.masterAddr.empty() || t.masterPort == 0) {
@@ -59,9 +60,24 @@ bool aggregationAvailable(Aggregation aggregation) {
       return ATTNSCOPE_WITH_NCCL != 0;  // ProcessGroupNCCL needs a CUDA LibTorch
     case Aggregation::kMpi:
       return ATTNSCOPE_WITH_MPI != 0;
+    case Aggregation::kGloo:
+      return ATTNSCOPE_WITH_GLOO != 0;
     default:
       return true;
   }
+}
+
+std::string aggregationUnavailableMessage(Aggregation aggregation) {
+  const char* why = aggregation == Aggregation::kNccl  ? "LibTorch without CUDA/NCCL"
+                    : aggregation == Aggregation::kGloo ? "built without Gloo's headers"
+                                                        : "built without MPI";
+  std::string allowed = "auto";
+  for (Aggregation a : {Aggregation::kGloo, Aggregation::kLocal, Aggregation::kNone, Aggregation::kMpi,
+                        Aggregation::kNccl}) {
+    if (aggregationAvailable(a)) allowed += std::string(", ") + aggregationName(a);
+  }
+  return std::string(kEnvAggregation) + "=\"" + aggregationName(aggregation) +
+         "\" is not available in this build (" + why + "); allowed: " + allowed;
 }
 
 std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topology& topology,
@@ -79,8 +95,13 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         if (topology.worldSize == 1 && aggregation == Aggregation::kAuto) {
           return std::make_unique<LocalAggregator>();
         }
+#if ATTNSCOPE_WITH_GLOO
         return C10dAggregator::gloo(openStore(topology, source, timeout, storePort), topology.rank,
                                     topology.worldSize, timeout);
+#else
+        *error = "this build has no Gloo (its headers were not found at build time)";
+        return nullptr;
+#endif
       case Aggregation::kMpi:
 #if ATTNSCOPE_WITH_MPI
         return std::make_unique<MpiAggregator>(topology.rank, topology.worldSize, timeout);

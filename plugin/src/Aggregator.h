@@ -61,8 +61,11 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
                                              std::chrono::milliseconds timeout, int storePort,
                                              std::string* error);
 
-// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI).
+// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI, gloo needs
+// Gloo's headers).
 bool aggregationAvailable(Aggregation aggregation);
+// The start-up error for a backend this build lacks, naming the variable and what is allowed.
+std::string aggregationUnavailableMessage(Aggregation aggregation);
 
 }  // namespace detail
 }  // namespace attnscope

@@ -52,11 +52,7 @@ void start(const Config& config, const DistributedOptions& distributed) {
                                 "; allowed: 0 to " + std::to_string(topology.worldSize - 1));
   }
   if (!detail::aggregationAvailable(config.aggregation)) {
-    throw std::invalid_argument(
-        std::string(kEnvAggregation) + "=\"" + aggregationName(config.aggregation) +
-        "\" is not available in this build (" +
-        (config.aggregation == Aggregation::kNccl ? "LibTorch without CUDA/NCCL" : "built without MPI") +
-        "); allowed: auto, gloo, local, none" + (detail::aggregationAvailable(Aggregation::kMpi) ? ", mpi" : ""));
+    throw std::invalid_argument(detail::aggregationUnavailableMessage(config.aggregation));
   }
   std::lock_guard<std::mutex> lock(gLifecycleMutex);
   stopLocked();
@@ -127,6 +123,18 @@ AttentionScope::AttentionScope(const char* layerName) {
 
 AttentionScope::~AttentionScope() {
   if (active_) detail::Observer::exitScope();
+}
+
+// --- GPU (docs/GPU.md) ------------------------------------------------------------------------
+
+StatsTable deviceStatistics() {
+  detail::Session* s = detail::currentSession();
+  return s != nullptr ? s->deviceStatistics() : StatsTable();
+}
+
+GpuStatus gpuStatus() {
+  detail::Session* s = detail::currentSession();
+  return s != nullptr ? s->gpuStatus() : GpuStatus();
 }
 
 }  // namespace attnscope

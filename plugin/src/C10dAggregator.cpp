@@ -5,9 +5,15 @@
 
 #include <ATen/Functions.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#if ATTNSCOPE_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #if ATTNSCOPE_WITH_NCCL
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <optional>
 #endif
 
 namespace attnscope {
@@ -31,8 +37,28 @@ void toHost(const at::Tensor& t, double* out) {
   std::memcpy(out, host.data_ptr<double>(), host.numel() * sizeof(double));
 }
 
+// On a CUDA device the reporter's copies and its wait on NCCL's stream go to a stream of the
+// pool (non-blocking), never to the device's default stream, which is usually the training
+// stream: a copy or a wait there would serialise with the training work.
+class ReporterStream {
+ public:
+  explicit ReporterStream(c10::Device device) {
+#if ATTNSCOPE_WITH_NCCL
+    if (device.is_cuda()) guard_.emplace(c10::cuda::getStreamFromPool(false, device.index()));
+#else
+    (void)device;
+#endif
+  }
+
+ private:
+#if ATTNSCOPE_WITH_NCCL
+  std::optional<c10::cuda::CUDAStreamGuard> guard_;
+#endif
+};
+
 }  // namespace
 
+#if ATTNSCOPE_WITH_GLOO
 std::unique_ptr<Aggregator> C10dAggregator::gloo(c10::intrusive_ptr<c10d::Store> store, int rank,
                                                  int worldSize, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
@@ -48,6 +74,7 @@ std::unique_ptr<Aggregator> C10dAggregator::gloo(c10::intrusive_ptr<c10d::Store>
   return std::make_unique<C10dAggregator>("gloo", std::move(store), std::move(group), worldSize,
                                           c10::Device(c10::DeviceType::CPU), timeout);
 }
+#endif
 
 #if ATTNSCOPE_WITH_NCCL
 std::unique_ptr<Aggregator> C10dAggregator::nccl(c10::intrusive_ptr<c10d::Store> store, int rank,
@@ -76,6 +103,7 @@ C10dAggregator::C10dAggregator(const char* name, c10::intrusive_ptr<c10d::Store>
 bool C10dAggregator::allGather(const std::vector<double>& mine, std::vector<double>* all,
                                std::string* error) {
   try {
+    const ReporterStream stream(device_);
     const auto n = static_cast<int64_t>(mine.size());
     std::vector<at::Tensor> input{toDevice(mine.data(), n, device_)};
     std::vector<std::vector<at::Tensor>> output(1);
@@ -95,6 +123,7 @@ bool C10dAggregator::allGather(const std::vector<double>& mine, std::vector<doub
 
 bool C10dAggregator::allReduceSum(std::vector<double>* values, std::string* error) {
   try {
+    const ReporterStream stream(device_);
     const auto n = static_cast<int64_t>(values->size());
     std::vector<at::Tensor> tensors{toDevice(values->data(), n, device_)};
     group_->allreduce(tensors)->wait(timeout_);

@@ -29,9 +29,11 @@ using C10dGroup = c10d::ProcessGroup;
 // collectives, so the training stream is never synchronised).
 class C10dAggregator final : public Aggregator {
  public:
+#if ATTNSCOPE_WITH_GLOO
   // Forms a ProcessGroupGloo; blocks until every rank joined. \throw std::exception after `timeout`.
   static std::unique_ptr<Aggregator> gloo(c10::intrusive_ptr<c10d::Store> store, int rank,
                                           int worldSize, std::chrono::milliseconds timeout);
+#endif
 #if ATTNSCOPE_WITH_NCCL
   // Forms a ProcessGroupNCCL on cuda:localRank (needs a CUDA LibTorch).
   static std::unique_ptr<Aggregator> nccl(c10::intrusive_ptr<c10d::Store> store, int rank,

@@ -10,6 +10,7 @@
 #include "Session.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
+#include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/OpKind.h"
 
@@ -32,6 +33,11 @@ struct Frame {
   uint64_t opT0 = 0;  // ticks
   OpKind opKind = OpKind::kOther;
   MemoryAccount opAccount;
+  // GPU (docs/GPU.md): null when device timing is off.
+  GpuTimer* gpu = nullptr;
+  GpuTimer::Span gpuSpan;  // CUDA events at the call's edges
+  bool gpuCallPushed = false;  // the call's own correlation id (work launched between ops)
+  bool gpuOpPushed = false;    // the running top-level op's correlation id
 };
 
 struct ThreadState {
@@ -101,6 +107,9 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
     f.opKind = f.classifier.classify(fn.name());
     f.opAccount.reset();
     MemoryTargets::current().op = &f.opAccount;
+    if (f.gpu != nullptr) {
+      f.gpuOpPushed = f.gpu->pushOp(DeviceKey{f.instance, f.record.layer, f.record.phase, f.opKind});
+    }
     f.opT0 = ticks();
   }
   const int64_t seq = fn.seqNr();
@@ -119,6 +128,10 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   if (--f.depth > 0) return;
   const uint64_t entry = ticks();
   const uint64_t elapsed = entry - f.opT0;
+  if (f.gpuOpPushed) {
+    f.gpu->popOp(true);
+    f.gpuOpPushed = false;
+  }
   CallRecord::Kind& k = f.record.kinds[static_cast<int>(f.opKind)];
   k.ns += static_cast<int64_t>(elapsed);  // ticks until the call ends
   k.ops += 1;
@@ -143,6 +156,8 @@ struct NodeContext final : at::ObserverContext {
   MemoryAccount* savedOp = nullptr;
   bool deviceReporter = false;
   uint64_t startTicks = 0;  // the start callback's own time, when this node is a timed one
+  GpuTimer* gpu = nullptr;  // GPU: first/last node events and the node's correlation id
+  bool gpuPushed = false;
 };
 
 thread_local uint32_t tBackwardCounter = 0;
@@ -168,6 +183,11 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   ctx->savedOp = targets.op;
   targets.op = &ctx->account;
   if (s->deviceMemory()) ctx->deviceReporter = DeviceMemoryReporter::enter();
+  if (GpuTimer* gpu = s->gpu()) {
+    ctx->gpu = gpu;
+    gpu->nodeBegin(link.instance, link.layer);
+    ctx->gpuPushed = gpu->pushOp(DeviceKey{link.instance, link.layer, Phase::kBackward, link.kind});
+  }
   ctx->t0 = ticks();
   if (timed) ctx->startTicks = ctx->t0 - entry + 1;  // +1: timed even when it took no tick
   return ctx;
@@ -178,6 +198,10 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   auto* node = static_cast<NodeContext*>(ctx);
   const uint64_t entry = ticks();
   const int64_t ns = TickClock::toNs(entry - node->t0);
+  if (node->gpu != nullptr) {
+    node->gpu->popOp(node->gpuPushed);
+    node->gpu->nodeEnd(node->link.instance);
+  }
   DeviceMemoryReporter::leave(node->deviceReporter);
   MemoryTargets::current().op = node->savedOp;
   node->session->addBackwardNode(node->link, ns, node->account);
@@ -271,6 +295,11 @@ bool Observer::enterScope(Session* session, const char* layerName) {
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
   if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback());
+  if (GpuTimer* gpu = session->gpu()) {
+    f.gpu = gpu;
+    gpu->callBegin(&f.gpuSpan);
+    f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, OpKind::kOther});
+  }
   t.overheadTicks += ticks() - entry;
   f.t0 = nowNs();
   return true;
@@ -282,6 +311,10 @@ void Observer::exitScope() {
   const int64_t end = nowNs();
   const uint64_t entry = ticks();
   Frame& f = t.frames.back();
+  if (f.gpu != nullptr) {
+    f.gpu->popOp(f.gpuCallPushed);
+    f.gpu->callEnd(&f.gpuSpan, f.instance, f.record.layer, f.record.phase);
+  }
   f.record.ns = end - f.t0;
   for (CallRecord::Kind& k : f.record.kinds) k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
   f.record.bytes = f.callAccount.bytes;

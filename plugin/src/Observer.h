@@ -38,5 +38,8 @@ bool insideBackwardPass();
 // True when LibTorch was built with CUDA and a device is present.
 bool acceleratorAvailable();
 
+// True while torch.profiler's Kineto profiler runs (it then holds CUPTI).
+bool kinetoProfilerRunning();
+
 }  // namespace detail
 }  // namespace attnscope

@@ -6,6 +6,8 @@
 
 #include <torch/version.h>
 
+#include "CudaTorch.h"
+#include "GpuTesting.h"
 #include "Observer.h"
 #include "attnscope/attnscope.h"
 #include "attnscope/collectors/Clock.h"
@@ -36,7 +38,8 @@ Session::Session(const Config& config, const Topology& topology)
       topology_(topology),
       deviceMemory_(config.memory && acceleratorAvailable()),
       stats_(config.maxLayers),
-      window_(config.maxLayers) {
+      window_(config.maxLayers),
+      deviceStats_(config.maxLayers) {
   run_.rank = topology.rank;
   run_.worldSize = topology.worldSize;
   run_.localRank = topology.localRank;
@@ -66,7 +69,18 @@ double Session::overheadSeconds() const {
   return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) * 1e-9;
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  // Sessions are retired, not destroyed, once started; this covers a start() that failed after
+  // begin(): a joinable thread must not be destroyed.
+  if (gpuThread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(gpuWakeMutex_);
+      gpuStopping_ = true;
+    }
+    gpuWake_.notify_all();
+    gpuThread_.join();
+  }
+}
 
 void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
 
@@ -103,6 +117,7 @@ bool Session::clusterReport(ClusterReport* out) {
 void Session::begin() {
   TickClock::calibrate();
   if (config_.memory) CpuAllocatorTracker::install();
+  startGpu();
   std::lock_guard<std::mutex> lock(callbackMutex_);
   updateGlobalCallbacks(true);
 }
@@ -136,6 +151,10 @@ void Session::step(bool explicitCall) {
   const uint64_t t0 = ticks();
   if (explicitCall) explicitSteps_.store(true);
   backwardSeen_.store(false);
+  if (gpuActive_) {
+    gpu_->closeBackward();  // the step's backward spans are complete on the host
+    if (gpu_->usesCupti() && kinetoProfilerRunning()) gpu_->profilerStarted();
+  }
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();
@@ -247,6 +266,7 @@ void Session::finish() {
     backwardHandle_ = fusedHandle_ = collectiveHandle_ = 0;
   }
   CpuAllocatorTracker::setEnabled(false);
+  stopGpu();
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();  // backward records of a step that step() did not end
@@ -333,6 +353,143 @@ std::vector<EncodedStep> Session::takeTraceSteps(uint64_t* dropped) {
   *dropped = traceDropped_;
   traceDropped_ = 0;
   return steps;
+}
+
+// --- GPU (docs/GPU.md) ------------------------------------------------------------------------
+
+namespace {
+GpuStream noStream() { return GpuStream{}; }
+
+std::mutex gTestingMutex;
+std::function<GpuLayers()>& testingLayers() {
+  static std::function<GpuLayers()> factory;
+  return factory;
+}
+}  // namespace
+
+void setGpuLayersForTesting(std::function<GpuLayers()> factory) {
+  std::lock_guard<std::mutex> lock(gTestingMutex);
+  testingLayers() = std::move(factory);
+}
+
+void Session::startGpu() {
+  if (config_.gpuTiming == GpuTiming::kOff) return;
+  {
+    std::lock_guard<std::mutex> lock(gTestingMutex);
+    if (testingLayers()) {
+      GpuLayers layers = testingLayers()();
+      gpu_ = std::make_unique<GpuTimer>(std::move(layers.events), std::move(layers.activity),
+                                        layers.stream, GpuTimer::Options());
+    }
+  }
+  if (gpu_) {
+    gpu_->start(config_.gpuTiming, kinetoProfilerRunning(), "");
+    gpuActive_ = gpu_->source() != GpuTiming::kOff;
+    if (gpuActive_) gpuThread_ = std::thread([this] { gpuLoop(); });
+    return;
+  }
+  std::string unavailable;
+  const CurrentStreamFn stream = torchCurrentStreamFn();
+  if (stream == nullptr) {
+    unavailable = "LibTorch was built without CUDA";
+  } else if (!acceleratorAvailable()) {
+    unavailable = "no CUDA device visible to LibTorch";
+  }
+  std::unique_ptr<GpuEventApi> events;
+  std::unique_ptr<GpuActivityApi> activity;
+  if (unavailable.empty()) {
+    std::string eventsWhy, activityWhy;
+    events = createCudaEventApi(&eventsWhy);
+    if (config_.gpuTiming != GpuTiming::kEvents) activity = createCuptiActivityApi(&activityWhy);
+    if (!events) ATTNSCOPE_LOG(kWarn, "CUDA events unavailable: " << eventsWhy);
+    if (!activity && !activityWhy.empty()) ATTNSCOPE_LOG(kInfo, "CUPTI unavailable: " << activityWhy);
+  }
+  gpu_ = std::make_unique<GpuTimer>(std::move(events), std::move(activity),
+                                    stream != nullptr ? stream : &noStream, GpuTimer::Options());
+  gpu_->start(config_.gpuTiming, unavailable.empty() && kinetoProfilerRunning(), unavailable);
+  gpuActive_ = gpu_->source() != GpuTiming::kOff;
+  if (gpuActive_) gpuThread_ = std::thread([this] { gpuLoop(); });
+}
+
+void Session::gpuLoop() {
+  Observer::markInternalThread();
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(gpuWakeMutex_);
+      if (gpuWake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return gpuStopping_; })) {
+        return;
+      }
+    }
+    try {
+      addDeviceCalls(gpu_->collect(false));
+      const int device = gpu_->lastDevice();
+      GpuStatus memory;
+      if (device >= 0 && torchAllocatorStats(device, &memory)) {
+        std::lock_guard<std::mutex> lock(statsMutex_);
+        allocator_ = memory;
+      }
+    } catch (const std::exception& e) {
+      ATTNSCOPE_LOG(kError, "GPU collection failed, device timing stops: " << e.what());
+      return;
+    }
+  }
+}
+
+void Session::stopGpu() {
+  if (!gpuActive_) return;
+  {
+    std::lock_guard<std::mutex> lock(gpuWakeMutex_);
+    gpuStopping_ = true;
+  }
+  gpuWake_.notify_all();
+  if (gpuThread_.joinable()) gpuThread_.join();
+  try {
+    // What the device has finished by now; nothing is waited for.
+    addDeviceCalls(gpu_->collect(/*final=*/true));
+  } catch (const std::exception& e) {
+    ATTNSCOPE_LOG(kError, "GPU collection at stop failed: " << e.what());
+  }
+  gpu_->stop();
+}
+
+void Session::addDeviceCalls(const std::vector<CallRecord>& calls) {
+  if (calls.empty()) return;
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  const std::vector<LayerStats>& layers = stats_.layers();
+  for (size_t i = deviceStats_.layers().size(); i < layers.size(); ++i) deviceStats_.layerId(layers[i].name);
+  for (const CallRecord& c : calls) deviceStats_.add(c);
+}
+
+StatsTable Session::deviceStatistics() {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  return deviceStats_;
+}
+
+GpuStatus Session::gpuStatus() {
+  GpuStatus s;
+  if (gpu_) {
+    s = gpu_->status();
+  } else {
+    s.requested = config_.gpuTiming;
+  }
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  s.device = allocator_.device;
+  s.allocatedBytes = allocator_.allocatedBytes;
+  s.reservedBytes = allocator_.reservedBytes;
+  s.peakAllocatedBytes = allocator_.peakAllocatedBytes;
+  s.peakReservedBytes = allocator_.peakReservedBytes;
+  // The timer's list is indexed by layer id: name it, keep the layers that ran kernels.
+  const std::vector<LayerStats>& layers = stats_.layers();
+  std::vector<GpuStatus::LayerBackends> named;
+  for (size_t id = 0; id < s.backends.size() && id < layers.size(); ++id) {
+    uint64_t kernels = 0;
+    for (const uint64_t k : s.backends[id].kernels) kernels += k;
+    if (kernels == 0) continue;
+    named.push_back(s.backends[id]);
+    named.back().layer = layers[id].name;
+  }
+  s.backends = std::move(named);
+  return s;
 }
 
 }  // namespace detail

@@ -1,15 +1,19 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <ATen/record_function.h>
 
+#include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
+#include "attnscope/core/GpuStatus.h"
 #include "Reporter.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
@@ -94,6 +98,13 @@ class Session {
   bool clusterReport(ClusterReport* out);
   void setReporter(std::unique_ptr<Reporter> reporter);
 
+  // --- GPU (docs/GPU.md) ----------------------------------------------------------------------
+  // The device timer while device timing is on, else null (the observer's callbacks test it).
+  GpuTimer* gpu() const { return gpuActive_ ? gpu_.get() : nullptr; }
+  // Device seconds per layer, phase and op kind (same layer names as statistics()).
+  StatsTable deviceStatistics();
+  GpuStatus gpuStatus();
+
   // ---- Trace store feed (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
   // The sampled steps that ended since the last call, encoded; `dropped` gets the steps the
   // bounded buffer could not keep since then (reporter thread).
@@ -149,6 +160,20 @@ class Session {
   std::unique_ptr<ClusterReport> cluster_;  // kept when the reporter had to be left behind
   std::unordered_map<uint64_t, CallRecord> pendingBackward_;
   RunInfo run_;
+
+  // --- GPU (docs/GPU.md) ---
+  void startGpu();   // begin(): chooses the source, starts the collection thread
+  void gpuLoop();    // the collection thread: reads events and CUPTI buffers every 200 ms
+  void stopGpu();    // finish(): last collection without waiting for the device
+  void addDeviceCalls(const std::vector<CallRecord>& calls);
+  std::unique_ptr<GpuTimer> gpu_;
+  bool gpuActive_ = false;
+  StatsTable deviceStats_;  // statsMutex_
+  GpuStatus allocator_;     // statsMutex_: the caching allocator's figures, last read
+  std::mutex gpuWakeMutex_;
+  std::condition_variable gpuWake_;
+  bool gpuStopping_ = false;
+  std::thread gpuThread_;
 };
 
 // The running session, or null. Sessions are never freed while the process runs (a stopped

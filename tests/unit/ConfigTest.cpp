@@ -101,7 +101,7 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
       kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
       kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
       kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
-      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb};
+      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb, kEnvGpuTiming};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -138,6 +138,7 @@ TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
     EXPECT_EQ(parsed.roundTimeoutSeconds, defaults.roundTimeoutSeconds) << v.name;
     EXPECT_EQ(parsed.storePort, defaults.storePort) << v.name;
     EXPECT_EQ(parsed.traceMaxMb, defaults.traceMaxMb) << v.name;
+    EXPECT_EQ(parsed.gpuTiming, defaults.gpuTiming) << v.name;
   }
 }
 
@@ -162,6 +163,7 @@ TEST(ConfigDefaultsTest, DefaultConfigHasDocumentedDefaults) {
   EXPECT_FALSE(config.fusedOps);
   EXPECT_EQ(config.maxLayers, 1024);
   EXPECT_EQ(config.summaryPathForRank(0), "");
+  EXPECT_EQ(config.gpuTiming, GpuTiming::kAuto);
 }
 
 TEST(ConfigDefaultsTest, DefaultConfigValidates) { EXPECT_NO_THROW(Config().validate()); }
@@ -265,6 +267,16 @@ TEST(ConfigParseTest, Aggregation) {
   EXPECT_EQ(fromOne(kEnvAggregation, "none").aggregation, Aggregation::kNone);
   EXPECT_EQ(fromOne(kEnvAggregation, "auto").aggregation, Aggregation::kAuto);
   EXPECT_STREQ(aggregationName(Aggregation::kGloo), "gloo");
+}
+
+TEST(ConfigParseTest, GpuTiming) {
+  EXPECT_EQ(fromOne(kEnvGpuTiming, "auto").gpuTiming, GpuTiming::kAuto);
+  EXPECT_EQ(fromOne(kEnvGpuTiming, "CUPTI").gpuTiming, GpuTiming::kCupti);
+  EXPECT_EQ(fromOne(kEnvGpuTiming, "events").gpuTiming, GpuTiming::kEvents);
+  EXPECT_EQ(fromOne(kEnvGpuTiming, "both").gpuTiming, GpuTiming::kBoth);
+  EXPECT_EQ(fromOne(kEnvGpuTiming, "Off").gpuTiming, GpuTiming::kOff);
+  EXPECT_STREQ(gpuTimingName(GpuTiming::kEvents), "events");
+  EXPECT_STREQ(gpuTimingName(GpuTiming::kBoth), "both");
 }
 
 TEST(ConfigParseTest, StragglerSettings) {
@@ -396,6 +408,13 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"Aggregation_Empty", kEnvAggregation, "",
                     "ATTNSCOPE_AGGREGATION=\"\" is not an aggregation backend; allowed: one of "
                     "auto, gloo, nccl, mpi, local, none"},
+        // ATTNSCOPE_GPU_TIMING (enum)
+        InvalidCase{"GpuTiming_NotAllowedWord", kEnvGpuTiming, "nvtx",
+                    "ATTNSCOPE_GPU_TIMING=\"nvtx\" is not a GPU timing source; allowed: one of "
+                    "auto, cupti, events, both, off"},
+        InvalidCase{"GpuTiming_Empty", kEnvGpuTiming, "",
+                    "ATTNSCOPE_GPU_TIMING=\"\" is not a GPU timing source; allowed: one of auto, "
+                    "cupti, events, both, off"},
         // ATTNSCOPE_STRAGGLER_THRESHOLD (float 1.01..100)
         InvalidCase{"StragglerThreshold_NotANumber", kEnvStragglerThreshold, "high",
                     "ATTNSCOPE_STRAGGLER_THRESHOLD=\"high\" is not a number; allowed: a number "
@@ -545,6 +564,16 @@ TEST(ConfigValidateTest, SampleEveryOutOfRangeFromCode) {
   EXPECT_EQ(invalidArgumentMessage([&] { config.validate(); }),
             msg(kEnvSampleEvery, "1000001", "is out of range", kSampleEveryAllowed));
   config.sampleEvery = 1000000;
+  EXPECT_NO_THROW(config.validate());
+}
+
+TEST(ConfigValidateTest, GpuTimingOutOfRangeFromCode) {
+  Config config;
+  config.gpuTiming = static_cast<GpuTiming>(9);
+  EXPECT_EQ(invalidArgumentMessage([&] { config.validate(); }),
+            "ATTNSCOPE_GPU_TIMING=\"9\" is not a GPU timing source; allowed: one of auto, cupti, "
+            "events, both, off");
+  config.gpuTiming = GpuTiming::kOff;
   EXPECT_NO_THROW(config.validate());
 }
 

@@ -12,6 +12,7 @@
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
+#include <torch/cuda.h>
 #include <torch/nn/modules/activation.h>
 
 #include "attnscope/MultiheadAttention.h"
@@ -19,6 +20,8 @@
 
 namespace attnscope {
 namespace {
+
+bool acceleratorAvailableForTest() { return torch::cuda::is_available(); }
 
 Config quietConfig() {
   Config c;
@@ -469,6 +472,33 @@ int64_t residentBytes() {
   int64_t size = 0, resident = 0;
   statm >> size >> resident;
   return resident * sysconf(_SC_PAGESIZE);
+}
+
+// GPU timing on a machine without a usable GPU (the CI machines: CPU LibTorch; a CUDA LibTorch
+// without a device says so too): the plugin runs, device timing is off with the reason, the
+// device table stays empty, and the host figures are unaffected.
+TEST_F(ObserverTest, GpuTimingIsOffWithItsReasonWhenNoDeviceIsUsable) {
+  if (acceleratorAvailableForTest()) GTEST_SKIP() << "a CUDA device is present: tests/gpu checks this path";
+  start(quietConfig());
+  MultiheadAttention attn("encoder.attn", torch::nn::MultiheadAttentionOptions(32, 4));
+  auto x = torch::randn({16, 2, 32});
+  std::get<0>(attn->forward(x, x, x, torch::Tensor(), false)).sum().backward();
+  step();
+  const GpuStatus gpu = gpuStatus();
+  EXPECT_EQ(gpu.source, GpuTiming::kOff);
+  EXPECT_EQ(gpu.requested, GpuTiming::kAuto);
+  EXPECT_TRUE(gpu.fallbackReason == "LibTorch was built without CUDA" ||
+              gpu.fallbackReason == "no CUDA device visible to LibTorch")
+      << gpu.fallbackReason;
+  EXPECT_TRUE(deviceStatistics().layers().empty());
+  EXPECT_EQ(gpu.device, -1);
+  ASSERT_NE(findPhase(statistics(), "encoder.attn", Phase::kBackward), nullptr);
+  stop();
+  Config off = quietConfig();
+  off.gpuTiming = GpuTiming::kOff;
+  start(off);
+  EXPECT_EQ(gpuStatus().requested, GpuTiming::kOff);
+  EXPECT_EQ(gpuStatus().fallbackReason, "");
 }
 
 TEST_F(ObserverTest, HundredThousandStepsKeepMemoryBounded) {

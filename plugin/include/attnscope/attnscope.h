@@ -17,6 +17,7 @@
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Export.h"
+#include "attnscope/core/GpuStatus.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
 
@@ -50,6 +51,15 @@ ATTNSCOPE_API std::string summaryJson();
 // Rank 0's cross-rank picture so far (aggregation, per-rank scores, stragglers, hangs, missing
 // ranks, every rank's statistics merged). False on other ranks and when not running.
 ATTNSCOPE_API bool clusterReport(ClusterReport* out);
+
+// GPU (docs/GPU.md). Device seconds per layer, phase and op kind: one sample per attention call;
+// the call cell is the CUDA-event span when events run, else the summed kernel time; op kinds
+// come from CUPTI. Empty on CPU-only runs and when ATTNSCOPE_GPU_TIMING=off. Figures lag the
+// training by a few hundred milliseconds (they are read back without synchronising).
+ATTNSCOPE_API StatsTable deviceStatistics();
+// Which GPU timing source runs, why it fell back, CUPTI/event counters, the caching allocator's
+// figures and the attention backend per layer.
+ATTNSCOPE_API GpuStatus gpuStatus();
 
 // Marks one attention call. Every aten op that runs on this thread while the scope is open is
 // timed and classified, its autograd nodes are attributed to the same layer in backward, and

@@ -35,6 +35,7 @@ constexpr char kEnvFileSd[] = "ATTNSCOPE_FILE_SD";
 constexpr char kEnvJob[] = "ATTNSCOPE_JOB";
 constexpr char kEnvTraceDir[] = "ATTNSCOPE_TRACE_DIR";
 constexpr char kEnvTraceMaxMb[] = "ATTNSCOPE_TRACE_MAX_MB";
+constexpr char kEnvGpuTiming[] = "ATTNSCOPE_GPU_TIMING";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -46,6 +47,16 @@ enum class Aggregation : uint8_t {
   kNone,   // per-rank figures only
 };
 ATTNSCOPE_API const char* aggregationName(Aggregation a);
+
+// Where device (GPU) time per layer comes from (docs/GPU.md).
+enum class GpuTiming : uint8_t {
+  kAuto,    // CUPTI when attnscope can hold it, else CUDA events
+  kCupti,   // CUPTI kernel records with external correlation ids (falls back to events)
+  kEvents,  // CUDA events at call edges and first/last backward node
+  kBoth,    // CUPTI and events together (cross-check: event span vs summed kernel time)
+  kOff,     // no device timing
+};
+ATTNSCOPE_API const char* gpuTimingName(GpuTiming g);
 
 // Everything attnscope can be told. Fill it from code, from the environment, or both
 // (fromEnvironment() starts from the defaults below and applies every ATTNSCOPE_* variable).
@@ -102,6 +113,9 @@ struct ATTNSCOPE_API Config {
   std::string fileSd;
   // The `job` label; empty: TORCHELASTIC_RUN_ID, else "attnscope".
   std::string job;
+
+  // Device time per layer on GPUs: auto (CUPTI, else CUDA events), cupti, events, both or off.
+  GpuTiming gpuTiming = GpuTiming::kAuto;
 
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.
