@@ -92,13 +92,17 @@ Labels cellLabels(const Labels& base, const std::string& layer, int phase, bool 
 
 // The attention families of a table: histogram of call seconds, op-kind seconds, bytes, peaks.
 void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const Labels& base,
-              const StatsTable& stats, bool layerLabels, bool withMemory) {
-  const std::string histName = prefix + "attention_seconds";
-  const std::string opName = prefix + "attention_op_seconds_total";
+              const StatsTable& stats, bool layerLabels, bool withMemory, bool device = false) {
+  const std::string what = device ? "attention_device" : "attention";
+  const std::string histName = prefix + what + "_seconds";
+  const std::string opName = prefix + what + "_op_seconds_total";
   MetricFamily hist = family(histName.c_str(),
-                             "Wall time of one attention call (forward: the scope; backward: its autograd nodes)",
+                             device ? "Device (kernel) time of one attention call, from CUPTI or CUDA events"
+                                    : "Wall time of one attention call (forward: the scope; backward: its autograd nodes)",
                              MetricType::Histogram);
-  MetricFamily ops = family(opName.c_str(), "Time spent in attention ops of one kind", MetricType::Counter);
+  MetricFamily ops = family(opName.c_str(), device ? "Device time of attention ops of one kind"
+                                                   : "Time spent in attention ops of one kind",
+                            MetricType::Counter);
   MetricFamily bytes = family("attnscope_attention_allocated_bytes_total",
                               "Bytes allocated inside attention calls", MetricType::Counter);
   MetricFamily peak = family("attnscope_attention_peak_bytes",
@@ -120,6 +124,68 @@ void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const L
   if (withMemory) {
     out->push_back(std::move(bytes));
     out->push_back(std::move(peak));
+  }
+}
+
+// The GPU path: which timing source runs (always, so a fallback shows), and when it runs its
+// health, the caching allocator's figures, device time per layer and the attention backends.
+void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r, bool layerLabels) {
+  const GpuStatus& g = r.gpu;
+  MetricFamily source = family("attnscope_gpu_timing_source",
+                               "1 for the GPU timing source in use (off, events, cupti, both)", MetricType::Gauge);
+  addValue(&source, with(base, {{"source", gpuTimingName(g.source)}, {"requested", gpuTimingName(g.requested)}}), 1);
+  out->push_back(std::move(source));
+  MetricFamily fallback = family("attnscope_gpu_timing_fallback",
+                                 "1 when the source in use is not the one asked for (CUPTI held by another "
+                                 "subscriber, no GPU); the reason is logged and in the summary",
+                                 MetricType::Gauge);
+  addValue(&fallback, base, g.fallbackReason.empty() ? 0 : 1);
+  out->push_back(std::move(fallback));
+  if (g.source == GpuTiming::kOff && g.device < 0) return;
+  const auto counter = [&](const char* name, const char* help, uint64_t v) {
+    MetricFamily f = family(name, help, MetricType::Counter);
+    addValue(&f, base, static_cast<double>(v));
+    out->push_back(std::move(f));
+  };
+  counter("attnscope_gpu_kernels_attributed_total", "Kernel, memcpy and memset records given to a layer",
+          g.kernelsAttributed);
+  counter("attnscope_gpu_records_unattributed_total", "Device records outside attention calls", g.recordsUnattributed);
+  counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store", g.cuptiRecordsDropped);
+  counter("attnscope_gpu_spans_dropped_total", "Attention calls not timed: the CUDA event pool was exhausted",
+          g.spansDropped);
+  counter("attnscope_gpu_event_errors_total", "CUDA event record or query failures", g.eventErrors);
+  if (g.device >= 0) {
+    const Labels dev = with(base, {{"device", std::to_string(g.device)}});
+    const auto gauge = [&](const char* name, const char* help, int64_t v) {
+      MetricFamily f = family(name, help, MetricType::Gauge);
+      addValue(&f, dev, static_cast<double>(v));
+      out->push_back(std::move(f));
+    };
+    gauge("attnscope_gpu_allocated_bytes", "CUDA caching allocator: bytes allocated", g.allocatedBytes);
+    gauge("attnscope_gpu_reserved_bytes", "CUDA caching allocator: bytes reserved", g.reservedBytes);
+    gauge("attnscope_gpu_peak_allocated_bytes", "CUDA caching allocator: peak bytes allocated", g.peakAllocatedBytes);
+    gauge("attnscope_gpu_peak_reserved_bytes", "CUDA caching allocator: peak bytes reserved", g.peakReservedBytes);
+  }
+  if (!r.deviceStats.layers().empty()) {
+    addStats(out, "attnscope_", base, r.deviceStats, layerLabels, /*withMemory=*/false, /*device=*/true);
+  }
+  if (!g.backends.empty()) {
+    MetricFamily kernels = family("attnscope_attention_backend_kernels_total",
+                                  "Fused-attention kernels per backend (flash, memory_efficient, cudnn, math)",
+                                  MetricType::Counter);
+    std::map<std::pair<std::string, int>, uint64_t> sums;
+    for (const GpuStatus::LayerBackends& l : g.backends) {
+      for (int b = 0; b < kNumAttentionBackends; ++b) {
+        if (l.kernels[b] > 0) sums[{layerLabels ? l.layer : std::string(), b}] += l.kernels[b];
+      }
+    }
+    for (const auto& [key, n] : sums) {
+      Labels l = base;
+      if (layerLabels) l.push_back({"layer", key.first});
+      l.push_back({"backend", attentionBackendName(static_cast<AttentionBackend>(key.second))});
+      addValue(&kernels, l, static_cast<double>(n));
+    }
+    out->push_back(std::move(kernels));
   }
 }
 
@@ -194,6 +260,7 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
          static_cast<double>(r.lastRoundBytes));
   scalar("attnscope_trace_errors_total", "Trace store writes that failed", MetricType::Counter,
          static_cast<double>(r.traceErrors));
+  addGpu(&out, base, r, layerLabels);
 
   if (cluster == nullptr) return out;
   // The job summary (rank 0): per subject rank, and every rank's statistics summed.

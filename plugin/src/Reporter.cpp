@@ -173,6 +173,8 @@ void Reporter::publishMetrics() {
   m.lastRoundSeconds = cluster.lastRoundSeconds;
   m.lastRoundBytes = cluster.lastRoundBytes;
   m.traceErrors = traceStats().errors;
+  m.gpu = session_.gpuStatus();
+  if (m.gpu.source != GpuTiming::kOff) m.deviceStats = session_.deviceStatistics();
   identity_.aggregation = cluster.aggregation;
   snapshot_->publish(buildMetrics(identity_, m, cumulative_, config_.metricsLayers,
                                   detector_ ? &cluster : nullptr));

@@ -243,6 +243,40 @@ TEST(MetricsTest, JobSummaryOnRankZero) {
   EXPECT_EQ(find(rankOnly, "attnscope_straggler_score"), nullptr);
 }
 
+TEST(MetricsTest, GpuSourceAlwaysAndDeviceFiguresWhenAGpuRuns) {
+  const auto cpu = buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto* source = find(cpu, "attnscope_gpu_timing_source");
+  ASSERT_NE(source, nullptr);
+  EXPECT_EQ(label(source->metric.front(), "source"), "off");
+  EXPECT_EQ(find(cpu, "attnscope_gpu_allocated_bytes"), nullptr);
+  EXPECT_EQ(find(cpu, "attnscope_attention_device_seconds"), nullptr);
+
+  RankMetrics r;
+  r.gpu.source = GpuTiming::kEvents;
+  r.gpu.requested = GpuTiming::kCupti;
+  r.gpu.fallbackReason = "CUPTI is held by another subscriber";
+  r.gpu.device = 0;
+  r.gpu.allocatedBytes = 1 << 20;
+  r.gpu.spansDropped = 3;
+  GpuStatus::LayerBackends b;
+  b.layer = "layers.0.attn";
+  b.kernels[static_cast<int>(AttentionBackend::kFlash)] = 7;
+  r.gpu.backends.push_back(b);
+  r.deviceStats = twoLayers();
+  const auto gpu = buildMetrics(identity(), r, twoLayers(), true, nullptr);
+  EXPECT_EQ(label(find(gpu, "attnscope_gpu_timing_source")->metric.front(), "source"), "events");
+  EXPECT_EQ(find(gpu, "attnscope_gpu_timing_fallback")->metric.front().gauge.value, 1);
+  EXPECT_EQ(find(gpu, "attnscope_gpu_allocated_bytes")->metric.front().gauge.value, 1 << 20);
+  EXPECT_EQ(label(find(gpu, "attnscope_gpu_allocated_bytes")->metric.front(), "device"), "0");
+  EXPECT_EQ(find(gpu, "attnscope_gpu_spans_dropped_total")->metric.front().counter.value, 3);
+  ASSERT_NE(find(gpu, "attnscope_attention_device_seconds"), nullptr);
+  EXPECT_EQ(find(gpu, "attnscope_attention_device_seconds")->metric.size(), 3u);
+  const auto* kernels = find(gpu, "attnscope_attention_backend_kernels_total");
+  ASSERT_NE(kernels, nullptr);
+  EXPECT_EQ(label(kernels->metric.front(), "backend"), attentionBackendName(AttentionBackend::kFlash));
+  EXPECT_EQ(kernels->metric.front().counter.value, 7);
+}
+
 TEST(MetricsTest, TextExpositionHasTypesAndBuckets) {
   const std::string text = renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
   EXPECT_NE(text.find("# TYPE attnscope_attention_seconds histogram"), std::string::npos);
@@ -389,13 +423,13 @@ TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
       t.add(r);
     }
   }
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr)), 4631u);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr)), 119u);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr)), 4633u);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr)), 121u);
   ClusterReport cluster;
   cluster.stats = t;
   cluster.last.ranks.resize(4);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)), 4631u + 8 * 4 + 5 + 4416);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)), 119u + 8 * 4 + 5 + 92);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)), 4633u + 8 * 4 + 5 + 4416);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)), 121u + 8 * 4 + 5 + 92);
 }
 
 }  // namespace

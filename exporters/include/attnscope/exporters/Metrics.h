@@ -7,6 +7,7 @@
 #include <prometheus/metric_family.h>
 
 #include "attnscope/core/ClusterReport.h"
+#include "attnscope/core/GpuStatus.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
 
@@ -45,6 +46,10 @@ struct RankMetrics {
   double lastRoundSeconds = 0;
   uint64_t lastRoundBytes = 0;
   uint64_t traceErrors = 0;
+  // GPU path (docs/GPU.md): the timing source and its health, the caching allocator, and device
+  // seconds per layer, phase and op kind (empty without a GPU).
+  GpuStatus gpu;
+  StatsTable deviceStats;
 };
 
 // Bucket bounds of exported latency histograms: 2^(-16 + k/2) s for k = 0..36 (15 us to 4 s,
