@@ -704,10 +704,20 @@ TEST(SummaryTableTest, ManyLayersGiveOneLineEach) {
   const std::vector<std::string> ls = lines(SummaryTable::render(RunInfo(), stats));
   ASSERT_EQ(ls.size(), 2u + 30u);
   for (int i = 0; i < 30; ++i) {
-    // Long names are cut to the 24-character column.
+    // The layer column fits the longest name (up to 64 characters): names are shown whole.
     const std::string name = ("blocks." + std::to_string(i) + ".attention.self_attention");
-    EXPECT_EQ(ls[2 + i].rfind(name.substr(0, 24) + " ", 0), 0u) << ls[2 + i];
+    EXPECT_EQ(ls[2 + i].rfind(name + " ", 0), 0u) << ls[2 + i];
   }
+}
+
+TEST(SummaryTableTest, NamesLongerThan64CharactersAreCut) {
+  StatsTable stats;
+  const std::string name = "model." + std::string(70, 'x') + ".attn";
+  stats.add(record(stats.layerId(name), Phase::kForward, 1000));
+  const std::vector<std::string> ls = lines(SummaryTable::render(RunInfo(), stats));
+  ASSERT_EQ(ls.size(), 3u);
+  EXPECT_EQ(ls[2].rfind(name.substr(0, 64) + " ", 0), 0u) << ls[2];
+  EXPECT_EQ(ls[1].rfind("layer" + std::string(59, ' ') + " ", 0), 0u) << ls[1];
 }
 
 }  // namespace
