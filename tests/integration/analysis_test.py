@@ -170,15 +170,30 @@ def case_straggler4_report(tmp):
 def case_kill_writer4(tmp):
     env = base_env(tmp, 1.0)
     env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
-    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "14", "--grad-sync", "none"], tmp)
-    time.sleep(7)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "16", "--grad-sync", "none"], tmp)
+    # Kill rank 3 once it has committed steps for a while (set-up takes longer on a loaded host).
+    path = os.path.join(tmp, "trace", "rank-3.sqlite")
+    first_steps = None
+    deadline = time.time() + 12
+    while time.time() < deadline:
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            if db.execute("SELECT count(*) FROM steps").fetchone()[0] > 0:
+                first_steps = time.time()
+                db.close()
+                break
+            db.close()
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    check(first_steps is not None, "rank 3 committed no step within 12 s")
+    time.sleep(3.5)
     check(all(p.poll() is None for p in procs), "a rank ended before the kill")
     procs[3].send_signal(signal.SIGKILL)
     killed_at = time.time()
     codes = wait_all(procs[:3], deadline=90)
     procs[3].wait()
     check(codes == [0, 0, 0], f"survivors exited with {codes}")
-    path = os.path.join(tmp, "trace", "rank-3.sqlite")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "killed rank's file is damaged")
     db.close()
