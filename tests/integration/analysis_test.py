@@ -127,9 +127,17 @@ def case_straggler4_report(tmp):
     check(p.returncode == 0, f"attnscope-analyze exit {p.returncode}")
     check(report["complete"] and report["missing_ranks"] == [] and report["skipped_files"] == [],
           "report incomplete")
-    flagged = sorted({s["rank"] for s in report["stragglers"]})
-    check(flagged == [2], f"stragglers {flagged}, expected [2]: {report['stragglers']}")
+    # The strongest episode (listed first, shown first in the HTML) is the injected one. On a host
+    # shared with other work a rank can really run slower for a few seconds; such an episode may be
+    # listed too, but weaker and shorter than the injected one.
+    check(report["stragglers"], "no straggler found")
     top = report["stragglers"][0]
+    check(top["rank"] == 2, f"strongest straggler is rank {top['rank']}, expected 2: {report['stragglers']}")
+    for other in report["stragglers"][1:]:
+        if other["rank"] != 2:
+            print("also reported (host load):", other)
+            check(other["max_score"] < top["max_score"] and other["bins"] < top["bins"],
+                  f"rank {other['rank']}'s episode rivals the injected one: {other}")
     check(top["layer"] == "layers.1.attn", f"attributed to {top['layer']}")
     check(top["max_score"] > 1.2 and top["layer_share"] > 0.5, f"weak finding {top}")
     check([r["status"] for r in report["ranks"]] == ["ok"] * 4, f"rank status {report['ranks']}")
