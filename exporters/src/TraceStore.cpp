@@ -259,23 +259,34 @@ bool TraceStore::enforceCap(std::string* error) {
   }
   const int64_t used = (pages - freePages) * pageSize;
   if (used <= maxBytes_ * 9 / 10) return true;
-  // Delete the oldest steps so that used pages fall to about 70% of the cap; freed pages are
-  // reused by later commits, so the file stops growing.
+  // Delete the oldest steps (and, on rank 0, the oldest per-round scores, which grow with the
+  // world size) so that used pages fall to about 70% of the cap; freed pages are reused by later
+  // commits, so the file stops growing. Metadata, windows and findings are kept.
   const int64_t steps = queryInt(db_, "SELECT count(*) FROM steps");
-  if (steps <= 0) return true;  // only summaries left: they are kept
+  const int64_t rounds = queryInt(db_, "SELECT count(DISTINCT round) FROM rounds");
+  if (steps <= 0 && rounds <= 1) return true;  // only summaries left: they are kept
   const double fraction = static_cast<double>(used - maxBytes_ * 7 / 10) / static_cast<double>(used);
-  const int64_t drop = std::min<int64_t>(steps, std::max<int64_t>(1, std::llround(std::ceil(steps * fraction))));
-  Statement del(db_, "DELETE FROM steps WHERE step IN (SELECT step FROM steps ORDER BY step LIMIT ?)");
-  if (!del.ok()) {
-    *error = sqliteError(db_, path_ + ": trimming");
+  const auto count = [&](int64_t n) {
+    return std::min<int64_t>(n, std::max<int64_t>(1, std::llround(std::ceil(n * fraction))));
+  };
+  const auto remove = [&](const char* sql, int64_t n) {
+    Statement del(db_, sql);
+    if (!del.ok()) return false;
+    del.bind(1, n);
+    return del.run();
+  };
+  if (steps > 0 && !remove("DELETE FROM steps WHERE step IN (SELECT step FROM steps ORDER BY step LIMIT ?)", count(steps))) {
+    *error = sqliteError(db_, path_ + ": trimming steps");
     return false;
   }
-  del.bind(1, drop);
-  if (!del.run()) {
-    *error = sqliteError(db_, path_ + ": trimming");
+  if (steps > 0) trimmed_ += static_cast<uint64_t>(count(steps));
+  // The newest round always stays: it is the live picture.
+  if (rounds > 1 &&
+      !remove("DELETE FROM rounds WHERE round IN (SELECT DISTINCT round FROM rounds ORDER BY round LIMIT ?)",
+              std::min(count(rounds), rounds - 1))) {
+    *error = sqliteError(db_, path_ + ": trimming rounds");
     return false;
   }
-  trimmed_ += static_cast<uint64_t>(drop);
   return true;
 }
 

@@ -287,6 +287,7 @@ void Reporter::fail(const std::string& error) {
 
 void Reporter::run() {
   Observer::markInternalThread();
+  openTrace();  // before the aggregator's set-up, which may take up to the round timeout
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
   std::string error;
   aggregator_ = createAggregator(config_.aggregation, topology_, source_, timeout,
@@ -307,7 +308,6 @@ void Reporter::run() {
     ++expectedThreads_;
     heartbeatThread_ = std::thread([this] { heartbeats(); });
   }
-  openTrace();
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   while (true) {
     bool last = false;
@@ -577,14 +577,18 @@ void Reporter::openTrace() {
   if (config_.traceDir.empty()) return;
   std::string error;
   trace_ = TraceStore::open(config_.traceDir, topology_.rank, config_.traceMaxMb << 20, &error);
-  std::lock_guard<std::mutex> lock(traceMutex_);
-  traceStats_.enabled = true;
-  traceStats_.open = trace_ != nullptr;
-  if (!trace_) {
-    ++traceStats_.errors;
-    traceStats_.lastError = error;
-    ATTNSCOPE_LOG(kError, "trace store unavailable, training goes on without it: " << error);
+  {
+    std::lock_guard<std::mutex> lock(traceMutex_);
+    traceStats_.enabled = true;
+    traceStats_.open = trace_ != nullptr;
+    if (!trace_) {
+      ++traceStats_.errors;
+      traceStats_.lastError = error;
+      ATTNSCOPE_LOG(kError, "trace store unavailable, training goes on without it: " << error);
+      return;
+    }
   }
+  writeTrace(/*last=*/false);  // the metadata at once: a rank killed early still leaves a valid file
 }
 
 void Reporter::writeTrace(bool last) {

@@ -127,9 +127,17 @@ def case_straggler4_report(tmp):
     check(p.returncode == 0, f"attnscope-analyze exit {p.returncode}")
     check(report["complete"] and report["missing_ranks"] == [] and report["skipped_files"] == [],
           "report incomplete")
-    flagged = sorted({s["rank"] for s in report["stragglers"]})
-    check(flagged == [2], f"stragglers {flagged}, expected [2]: {report['stragglers']}")
+    # The strongest episode (listed first, shown first in the HTML) is the injected one. On a host
+    # shared with other work a rank can really run slower for a few seconds; such an episode may be
+    # listed too, but weaker and shorter than the injected one.
+    check(report["stragglers"], "no straggler found")
     top = report["stragglers"][0]
+    check(top["rank"] == 2, f"strongest straggler is rank {top['rank']}, expected 2: {report['stragglers']}")
+    for other in report["stragglers"][1:]:
+        if other["rank"] != 2:
+            print("also reported (host load):", other)
+            check(other["max_score"] < top["max_score"] and other["bins"] < top["bins"],
+                  f"rank {other['rank']}'s episode rivals the injected one: {other}")
     check(top["layer"] == "layers.1.attn", f"attributed to {top['layer']}")
     check(top["max_score"] > 1.2 and top["layer_share"] > 0.5, f"weak finding {top}")
     check([r["status"] for r in report["ranks"]] == ["ok"] * 4, f"rank status {report['ranks']}")
@@ -170,15 +178,30 @@ def case_straggler4_report(tmp):
 def case_kill_writer4(tmp):
     env = base_env(tmp, 1.0)
     env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
-    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "14", "--grad-sync", "none"], tmp)
-    time.sleep(7)
+    procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", "16", "--grad-sync", "none"], tmp)
+    # Kill rank 3 once it has committed steps for a while (set-up takes longer on a loaded host).
+    path = os.path.join(tmp, "trace", "rank-3.sqlite")
+    first_steps = None
+    deadline = time.time() + 12
+    while time.time() < deadline:
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            if db.execute("SELECT count(*) FROM steps").fetchone()[0] > 0:
+                first_steps = time.time()
+                db.close()
+                break
+            db.close()
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    check(first_steps is not None, "rank 3 committed no step within 12 s")
+    time.sleep(3.5)
     check(all(p.poll() is None for p in procs), "a rank ended before the kill")
     procs[3].send_signal(signal.SIGKILL)
     killed_at = time.time()
     codes = wait_all(procs[:3], deadline=90)
     procs[3].wait()
     check(codes == [0, 0, 0], f"survivors exited with {codes}")
-    path = os.path.join(tmp, "trace", "rank-3.sqlite")
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     check(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "killed rank's file is damaged")
     db.close()

@@ -141,6 +141,47 @@ TEST(TraceStoreTest, SizeCapKeepsTheNewestStepsAndEveryWindow) {
   EXPECT_GT(t.steps.size(), 1000u) << "the cap should still hold a good share of steps";
 }
 
+// Rank 0's per-round scores grow with the world size: past the cap the oldest rounds go, the newest
+// round, every window and the findings stay.
+TEST(TraceStoreTest, SizeCapTrimsRankZeroRoundsButKeepsTheNewestAndEveryWindow) {
+  TempDir dir;
+  std::string error;
+  const int64_t cap = 1 << 20;
+  auto store = TraceStore::open(dir.path(), 0, cap, &error);
+  ASSERT_NE(store, nullptr) << error;
+  const int world = 256, intervals = 200;  // ~12 KB of scores per round, ~2.5 MB in all
+  for (int i = 1; i <= intervals; ++i) {
+    TraceInterval in;
+    if (i == 1) in.meta = testdata::meta(0, world);
+    in.haveWindow = true;
+    in.haveRound = true;
+    in.round.round = static_cast<uint64_t>(i);
+    in.round.ranks.resize(world);
+    for (int r = 0; r < world; ++r) {
+      in.round.ranks[r].rank = r;
+      in.round.ranks[r].present = true;
+      in.round.ranks[r].score = 1.0 + r * 1e-3;
+    }
+    StragglerFinding f;
+    f.rank = 7;
+    f.firstRound = 1;
+    f.lastRound = static_cast<uint64_t>(i);
+    in.stragglers.push_back(f);
+    ASSERT_TRUE(store->commit(in, &error)) << error;
+  }
+  store.reset();
+  EXPECT_LE(fileSize(dir.file("rank-0.sqlite")), cap * 11 / 10);
+  analysis::RankTrace t;
+  ASSERT_TRUE(analysis::readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
+  EXPECT_EQ(t.windows.size(), static_cast<size_t>(intervals));
+  ASSERT_FALSE(t.rounds.empty());
+  EXPECT_EQ(t.rounds.back().round, static_cast<uint64_t>(intervals));
+  EXPECT_GT(t.rounds.front().round, 1u) << "the oldest rounds should have been trimmed";
+  EXPECT_EQ(t.rounds.size() % world, 0u) << "a round is kept or dropped whole";
+  ASSERT_EQ(t.findings.size(), 1u);
+  EXPECT_EQ(t.findings[0].lastRound, static_cast<uint64_t>(intervals));
+}
+
 // A writer killed while a commit is in progress: every earlier interval reads back whole, the
 // interrupted one not at all (or whole, if its commit finished first).
 TEST(TraceStoreTest, WriterKilledMidCommitLosesAtMostTheOpenInterval) {

@@ -48,8 +48,9 @@ struct TraceStoreStats {
 
 // One rank's trace file: SQLite in WAL mode (docs/ANALYSIS.md has the schema). Each commit() is one
 // transaction, so a process killed at any moment leaves every earlier interval readable. The
-// file is bounded by maxBytes: after a commit that passes it, the oldest step records are deleted
-// (their pages are reused); metadata, window summaries and findings are kept. Not thread-safe.
+// file is bounded by maxBytes: after a commit that passes it, the oldest step records (and rank
+// 0's oldest per-round scores) are deleted, their pages reused; metadata, window summaries and
+// findings are kept. Not thread-safe.
 class TraceStore {
  public:
   // "rank-<rank>.sqlite"
