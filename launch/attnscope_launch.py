@@ -8,7 +8,6 @@ works nothing changes.
 
 attnscope_run(argv): torchrun with attnscope set up for every rank (launch/attnscope-run --help).
 """
-import argparse
 import datetime
 import os
 import re

@@ -11,7 +11,6 @@ calls install() in every worker before the script runs).
   at its first attention call. attnscope stops at interpreter exit.
 """
 import atexit
-import sys
 import threading
 import weakref
 

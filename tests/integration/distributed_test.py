@@ -15,77 +15,38 @@ Cases:
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 CASE, EXAMPLE, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
 DEADLINE_S = 240
-TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
-        "--threads", "1", "--quiet"]
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import TINY, check, free_ports, rank_env  # noqa: E402
+import ranks  # noqa: E402
 
 
 def free_port():
-    # Two consecutive free ports: the job's store and attnscope's own (MASTER_PORT + 1).
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as s2:
-                s2.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
+    return free_ports(2)
 
 
 def base_env(tmp, interval):
-    env = dict(os.environ)
-    env.update({
-        "ATTNSCOPE_INTERVAL_S": str(interval),
-        "ATTNSCOPE_SUMMARY_JSON": os.path.join(tmp, "s-{rank}.json"),
-        "ATTNSCOPE_LOG_LEVEL": "info",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-    })
-    return env
+    return rank_env(tmp, interval)
 
 
 def spawn_ranks(world, env, args, tmp):
-    port = free_port()
-    procs = []
-    for rank in range(world):
-        e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
-                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        err = open(os.path.join(tmp, f"err-{rank}.log"), "w")
-        procs.append(subprocess.Popen([EXAMPLE] + args, env=e, stdout=subprocess.DEVNULL, stderr=err))
-    return procs
+    return ranks.spawn_ranks(EXAMPLE, world, env, args, tmp)
 
 
 def wait_all(procs, deadline=DEADLINE_S):
-    end = time.time() + deadline
-    codes = []
-    for p in procs:
-        try:
-            codes.append(p.wait(timeout=max(1, end - time.time())))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise AssertionError(f"ranks still running after {deadline}s: a hang")
-    return codes
+    return ranks.wait_all(procs, deadline)
 
 
 def load(tmp, rank):
     with open(os.path.join(tmp, f"s-{rank}.json")) as f:
         return json.load(f)
-
-
-def check(cond, message):
-    if not cond:
-        raise AssertionError(message)
 
 
 def cells(layer):

@@ -12,33 +12,20 @@ Cases:
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 
 CASE, BUILD, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
-RUN = os.path.join(SOURCE, "launch", "attnscope-run")
-PY = "/usr/bin/python3"
 
-
-def check(cond, message):
-    if not cond:
-        raise AssertionError(message)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import check, free_ports  # noqa: E402
 
 
 def free_port(n=2):
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        try:
-            for p in range(base, base + n):
-                with socket.socket() as t:
-                    t.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
+    return free_ports(n)
+RUN = os.path.join(SOURCE, "launch", "attnscope-run")
+PY = "/usr/bin/python3"
 
 
 def env():

@@ -27,36 +27,10 @@ import urllib.parse
 import urllib.request
 
 CASE, EXAMPLE, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
-TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
-        "--threads", "1", "--quiet"]
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import TINY, check, free_ports  # noqa: E402
 THRESHOLD = 1.2
-
-
-def check(cond, message):
-    if not cond:
-        raise AssertionError(message)
-
-
-def free_ports(n):
-    """n consecutive free loopback ports."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + n > 65535:
-            continue
-        try:
-            held = []
-            for p in range(base, base + n):
-                s = socket.socket()
-                held.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
 
 
 def http_get(url, headers=None, data=None, method=None):

@@ -1,0 +1,78 @@
+"""What the multi-process tests share: checks, free loopback ports, the ranks' environment, and
+starting and waiting for real rank processes."""
+import os
+import socket
+import subprocess
+import time
+
+# The example's smallest model: quick steps, every attention op kind still there.
+TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
+        "--threads", "1", "--quiet"]
+
+
+def check(cond, message):
+    if not cond:
+        raise AssertionError(message)
+
+
+def free_ports(n=2):
+    """The first of n consecutive free loopback ports (2: the job's store and attnscope's own,
+    MASTER_PORT + 1)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + n > 65535:
+            continue
+        held = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                held.append(s)
+                s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+
+
+def rank_env(tmp, interval, log_level="info", **extra):
+    """The environment of a test's ranks: attnscope's interval, summaries in tmp, one thread."""
+    env = dict(os.environ)
+    env.update({
+        "ATTNSCOPE_INTERVAL_S": str(interval),
+        "ATTNSCOPE_SUMMARY_JSON": os.path.join(tmp, "s-{rank}.json"),
+        "ATTNSCOPE_LOG_LEVEL": log_level,
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+    })
+    env.update(extra)
+    return env
+
+
+def spawn_ranks(binary, world, env, args, tmp, **kw):
+    """`world` ranks of `binary` with torchrun's variables set by hand; stderr to tmp/err-<rank>.log."""
+    port = free_ports(2)
+    procs = []
+    for rank in range(world):
+        e = dict(env, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        err = open(os.path.join(tmp, f"err-{rank}.log"), "w")
+        procs.append(subprocess.Popen([binary] + args, env=e, stdout=subprocess.DEVNULL, stderr=err, **kw))
+    return procs
+
+
+def wait_all(procs, deadline):
+    """Exit codes of all; kills every one and fails when any still runs after `deadline` s."""
+    end = time.time() + deadline
+    codes = []
+    for p in procs:
+        try:
+            codes.append(p.wait(timeout=max(1, end - time.time())))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise AssertionError(f"ranks still running after {deadline}s: a hang")
+    return codes
