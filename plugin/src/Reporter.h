@@ -13,8 +13,10 @@
 #include "attnscope/core/Config.h"
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/core/Topology.h"
+#if ATTNSCOPE_WITH_PROMETHEUS
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
+#endif
 #include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
@@ -36,8 +38,8 @@ class Reporter {
   // not finish in time and were left behind (the caller must then keep this object alive).
   bool stop();
   ClusterReport report();
-  // The port this rank's /metrics endpoint serves (0: none).
-  int metricsPort() const { return metrics_ ? metrics_->port() : 0; }
+  // The port this rank's /metrics endpoint serves (0: none, or a build without prometheus-cpp).
+  int metricsPort() const;
   // Health of this rank's trace store (ATTNSCOPE_TRACE_DIR).
   TraceStoreStats traceStats();
 
@@ -48,8 +50,14 @@ class Reporter {
   void finishExport();
   // Once, at the first collective round: every rank's scrape endpoint, for rank 0's file_sd file.
   bool exchangeEndpoints(std::string* error);
-  void writeTargets(const std::vector<ScrapeTarget>& targets);
+  // A world of one without collectives: its own endpoint into the file_sd file.
+  void writeOwnTarget();
+  // Rank 0: what /control has been asked for, into the window it gathers to every rank.
+  void requestedControl(RankWindow* mine);
   void applyControl(uint64_t generation, bool paused, int64_t sampleEvery);
+#if ATTNSCOPE_WITH_PROMETHEUS
+  void writeTargets(const std::vector<ScrapeTarget>& targets);
+#endif
 
   void run();
   void heartbeats();
@@ -77,10 +85,12 @@ class Reporter {
   Attribution pendingAttribution_;
   std::vector<double> lastHeartbeat_;  // rank 0, degraded: last heartbeat value seen per rank
 
+#if ATTNSCOPE_WITH_PROMETHEUS
   std::unique_ptr<MetricsServer> metrics_;
   std::shared_ptr<MetricsSnapshot> snapshot_;
   std::unique_ptr<Pusher> pusher_;
   MetricsIdentity identity_;
+#endif
   StatsTable cumulative_;        // this rank's statistics, the windows merged (reporter thread)
   RankWindow lastMine_;          // this rank's last window scalars
   uint64_t appliedControl_ = 0;  // newest control generation applied
