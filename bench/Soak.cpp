@@ -4,6 +4,7 @@
 // against the wall time. Exits 1 when resident memory grew by more than --max-growth-kib.
 //
 //   build/bench/soak [--steps 1000000] [--max-growth-kib 1024]
+//   ATTNSCOPE_TRACE_DIR=/tmp/soak-trace build/bench/soak   # also the trace store's bytes per step
 
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -111,6 +113,18 @@ int main(int argc, char** argv) {
   const double stepsTotal = metric(text, "attnscope_steps_total");
   const double rounds = metric(text, "attnscope_aggregation_rounds_total");
   attnscope::stop();
+  if (!config.traceDir.empty()) {
+    // The trace store's file after stop (ATTNSCOPE_TRACE_DIR): bytes per sampled step, with the
+    // fixed part (metadata, layer names, windows) included.
+    struct stat st {};
+    const std::string file = config.traceDir + "/rank-0.sqlite";
+    if (::stat(file.c_str(), &st) == 0) {
+      std::printf("trace store %s: %lld bytes, %.1f bytes per sampled step (1 layer, 2 phases)\n", file.c_str(),
+                  static_cast<long long>(st.st_size), static_cast<double>(st.st_size) / static_cast<double>(steps));
+    } else {
+      std::printf("trace store %s: not written\n", file.c_str());
+    }
+  }
   std::printf("steps %ld in %.1f s (%.1f us per step), %0.f aggregation rounds, metrics scraped every 50000 steps\n",
               steps, wall, wall / steps * 1e6, rounds);
   std::printf("resident memory: %ld KiB after %ld steps, %ld KiB after %ld: growth %ld KiB (limit %ld) over %.1f s\n",
