@@ -14,6 +14,20 @@ struct sqlite3;
 
 namespace attnscope {
 
+// One (layer, phase, op kind) of a reporting window on the roofline (docs/ROOFLINE.md): the
+// window's sampled ops of that kind, their time, and what the shape formulas made of them.
+struct TraceRooflineRow {
+  int32_t layer = -1;
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  uint64_t ops = 0;             // top-level ops (forward, recompute) or autograd nodes (backward)
+  double seconds = 0;           // all of them
+  double modelledSeconds = 0;   // those with a formula: what the rates divide by
+  double flops = 0;
+  double bytes = 0;             // minimum bytes moved
+  double wideFlops = 0;         // flops done in float32/float64
+};
+
 // What one reporting interval adds to a rank's trace, written in one transaction.
 struct TraceInterval {
   std::vector<std::string> layerNames;   // every layer name so far, in id order
@@ -29,6 +43,8 @@ struct TraceInterval {
   std::vector<StragglerFinding> stragglers;
   std::vector<StragglerFinding> hangs;
   std::vector<std::pair<std::string, std::string>> meta;  // metadata to insert or replace
+  // The window's roofline cells (one row per cell with ops), stored under the interval's number.
+  std::vector<TraceRooflineRow> roofline;
 };
 
 // Health of one rank's trace writing, for logs and exporters.
