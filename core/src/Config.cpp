@@ -36,6 +36,12 @@ constexpr char kSummaryAllowed[] =
 constexpr char kTraceDirAllowed[] =
     "a writable directory, or a path that can be created under a writable directory";
 constexpr char kTraceMaxMbAllowed[] = "an integer from 1 to 1048576";
+constexpr double kMinPeakFlops = 1e6;
+constexpr double kMaxPeakFlops = 1e18;
+constexpr double kMinPeakBandwidth = 1e6;
+constexpr double kMaxPeakBandwidth = 1e16;
+constexpr char kPeakFlopsAllowed[] = "flop/s as a number from 1e6 to 1e18, such as 9.9e14";
+constexpr char kPeakBandwidthAllowed[] = "bytes/s as a number from 1e6 to 1e16, such as 4.8e12";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
                        const std::string& allowed) {
@@ -236,6 +242,15 @@ const std::vector<Config::Variable>& Config::variables() {
        "size cap of one rank's trace file in MiB; the oldest step records are dropped first"},
       {kEnvGpuTiming, "enum", "auto", kGpuTimingAllowed,
        "device time per layer on GPUs: auto is CUPTI when attnscope can hold it, else CUDA events"},
+      {kEnvRoofline, "bool", "1", kBoolAllowed,
+       "FLOPs and bytes moved of each attention op from its input shapes (sampled steps only), "
+       "classified memory- or compute-bound against the machine's ceilings"},
+      {kEnvPeakFlops, "float", "(calibrated)", kPeakFlopsAllowed,
+       "the machine's peak flop/s for the roofline; unset: measured at start (float32 matmul)"},
+      {kEnvPeakBandwidth, "float", "(calibrated)", kPeakBandwidthAllowed,
+       "the machine's memory bandwidth in bytes/s for the roofline; unset: measured at start (copy)"},
+      {kEnvCalibrate, "bool", "1", kBoolAllowed,
+       "measure the ceilings not given above at start (a matmul and a copy, about 0.3 s on a CPU)"},
   };
   return kVariables;
 }
@@ -291,6 +306,14 @@ bool Config::set(const std::string& name, const std::string& value) {
     traceMaxMb = parseInt(name, value, 1, kMaxTraceMaxMb);
   } else if (name == kEnvGpuTiming) {
     gpuTiming = parseGpuTiming(name, value);
+  } else if (name == kEnvRoofline) {
+    roofline = parseBool(name, value);
+  } else if (name == kEnvPeakFlops) {
+    peakFlops = parseDouble(name, value, kMinPeakFlops, kMaxPeakFlops);
+  } else if (name == kEnvPeakBandwidth) {
+    peakBandwidth = parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth);
+  } else if (name == kEnvCalibrate) {
+    calibrate = parseBool(name, value);
   } else {
     return false;
   }
@@ -324,6 +347,17 @@ void Config::validate() const {
              "an integer from 1 to 1000");
   checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
   checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
+  if (peakFlops != 0) checkRange(kEnvPeakFlops, peakFlops, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
+  if (peakBandwidth != 0) {
+    checkRange(kEnvPeakBandwidth, peakBandwidth, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
+  }
+  if (!roofline && (peakFlops != 0 || peakBandwidth != 0)) {
+    std::ostringstream v;
+    v << (peakFlops != 0 ? peakFlops : peakBandwidth);
+    fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth, v.str(),
+         "has no effect with ATTNSCOPE_ROOFLINE=0",
+         "leave it unset, or set ATTNSCOPE_ROOFLINE=1");
+  }
   checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
   if (static_cast<int>(gpuTiming) > static_cast<int>(GpuTiming::kOff)) {
     fail(kEnvGpuTiming, std::to_string(static_cast<int>(gpuTiming)), "is not a GPU timing source",

@@ -9,6 +9,10 @@ void CellStats::merge(const CellStats& other) {
   ops += other.ops;
   bytes += other.bytes;
   peak = std::max(peak, other.peak);
+  flops += other.flops;
+  moved += other.moved;
+  wideFlops += other.wideFlops;
+  modelledSeconds += other.modelledSeconds;
 }
 
 PhaseStats::PhaseStats(const PhaseStats& other) { *this = other; }
@@ -74,6 +78,10 @@ void StatsTable::add(const CallRecord& record) {
     cell.ops += kind.ops;
     cell.bytes += kind.bytes;
     cell.peak = std::max(cell.peak, kind.peak);
+    cell.flops += kind.flops;
+    cell.moved += kind.moved;
+    cell.wideFlops += kind.wideFlops;
+    cell.modelledSeconds += static_cast<double>(kind.modelledNs) * 1e-9;
   }
 }
 
@@ -121,15 +129,25 @@ void flattenCell(const CellStats* cell, double* out) {
   out[1] = h.sum();
   out[2] = static_cast<double>(cell->ops);
   out[3] = static_cast<double>(cell->bytes);
-  for (int b = 0; b < LogHistogram::kNumBuckets; ++b) out[4 + b] = static_cast<double>(h.buckets()[b]);
+  out[4] = cell->flops;
+  out[5] = cell->moved;
+  out[6] = cell->wideFlops;
+  out[7] = cell->modelledSeconds;
+  for (int b = 0; b < LogHistogram::kNumBuckets; ++b) {
+    out[StatsTable::kCellHeader + b] = static_cast<double>(h.buckets()[b]);
+  }
 }
 
 std::unique_ptr<CellStats> cellFromFlat(const double* in) {
   if (in[0] < 0.5) return nullptr;
   auto cell = std::make_unique<CellStats>();
-  cell->seconds = LogHistogram::fromBuckets(in + 4, in[1]);
+  cell->seconds = LogHistogram::fromBuckets(in + StatsTable::kCellHeader, in[1]);
   cell->ops = static_cast<uint64_t>(in[2] + 0.5);
   cell->bytes = static_cast<int64_t>(in[3]);
+  cell->flops = in[4];
+  cell->moved = in[5];
+  cell->wideFlops = in[6];
+  cell->modelledSeconds = in[7];
   return cell;
 }
 

@@ -4,8 +4,11 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include <prometheus/text_serializer.h>
+
+#include "attnscope/core/RooflineCells.h"
 
 namespace attnscope {
 namespace {
@@ -189,6 +192,93 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
   }
 }
 
+// Roofline (docs/ROOFLINE.md): per (layer, phase, op kind) the formulas' flops and bytes and the
+// seconds they took (counters: rate(flops)/rate(seconds) is the achieved flop/s of an interval),
+// and against the ceilings the cumulative bound and fraction of the roof (gauges).
+void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r, const StatsTable& stats,
+                 bool layerLabels) {
+  const RunInfo& run = r.run;
+  if (!run.roofline) return;
+  const Ceilings& c = run.ceilings;
+  MetricFamily peakFlops = family("attnscope_roofline_peak_flops_per_second",
+                                  "The compute ceiling (source: calibration, config, config+calibration)",
+                                  MetricType::Gauge);
+  MetricFamily peakBytes = family("attnscope_roofline_peak_bytes_per_second",
+                                  "The memory-bandwidth ceiling, bytes/s", MetricType::Gauge);
+  if (c.known()) {
+    addValue(&peakFlops, with(base, {{"source", c.source}}), c.peakFlopsPerSecond);
+    addValue(&peakBytes, with(base, {{"source", c.source}}), c.peakBytesPerSecond);
+  }
+  out->push_back(std::move(peakFlops));
+  out->push_back(std::move(peakBytes));
+  {
+    const MachineInfo& m = run.machine;
+    MetricFamily f = family("attnscope_machine_info", "The hardware this rank runs on (value 1)", MetricType::Gauge);
+    addValue(&f, with(base, {{"cpu_model", m.cpuModel}, {"cpu_cores", std::to_string(m.cpuCores)},
+                             {"threads", std::to_string(m.threads)}, {"blas", m.blas}, {"gpu_name", m.gpuName},
+                             {"gpu_driver", m.gpuDriver}, {"gpu_memory_bytes", std::to_string(m.gpuMemoryBytes)}}),
+             1);
+    out->push_back(std::move(f));
+  }
+  MetricFamily reads = family("attnscope_roofline_shape_reads_total",
+                              "Top-level attention ops whose argument shapes were read (sampled steps only)",
+                              MetricType::Counter);
+  addValue(&reads, base, static_cast<double>(run.shapeReads));
+  out->push_back(std::move(reads));
+  MetricFamily changes = family("attnscope_roofline_shape_changes_total",
+                                "Shape reads that found new shapes for their layer and op (formulas evaluated)",
+                                MetricType::Counter);
+  addValue(&changes, base, static_cast<double>(run.shapeChanges));
+  out->push_back(std::move(changes));
+
+  const StatsTable* device = r.gpu.source != GpuTiming::kOff && !r.deviceStats.layers().empty() ? &r.deviceStats : nullptr;
+  struct Sum {
+    double seconds = 0, flops = 0, bytes = 0;
+  };
+  std::map<std::tuple<std::string, int, int>, Sum> sums;
+  const auto& layers = stats.layers();
+  for (const RooflineCell& cell : rooflineCells(stats, device, c)) {
+    if (cell.modelledSeconds <= 0 && cell.flops <= 0 && cell.bytes <= 0) continue;
+    Sum& s = sums[{layerLabels ? layers[cell.layer].name : std::string(), static_cast<int>(cell.phase),
+                   static_cast<int>(cell.kind)}];
+    s.seconds += cell.modelledSeconds;
+    s.flops += cell.flops;
+    s.bytes += cell.bytes;
+  }
+  MetricFamily flops = family("attnscope_roofline_flops_total",
+                              "Floating-point operations of attention ops, from their shapes (sampled steps)",
+                              MetricType::Counter);
+  MetricFamily bytes = family("attnscope_roofline_bytes_total",
+                              "Minimum bytes moved by attention ops, from their shapes (sampled steps)",
+                              MetricType::Counter);
+  MetricFamily seconds = family("attnscope_roofline_seconds_total",
+                                "Time of the attention ops counted in attnscope_roofline_flops_total (device time "
+                                "with GPU timing)",
+                                MetricType::Counter);
+  MetricFamily fraction = family("attnscope_roofline_ceiling_fraction",
+                                 "Achieved over attainable: flop/s over the roof at the ops' intensity (bytes/s over "
+                                 "the bandwidth for ops without flops), since start",
+                                 MetricType::Gauge);
+  MetricFamily bound = family("attnscope_roofline_bound",
+                              "1 for the ceiling that limits the ops (bound=memory or compute), since start",
+                              MetricType::Gauge);
+  for (const auto& [key, s] : sums) {
+    Labels l = base;
+    if (layerLabels) l.push_back({"layer", std::get<0>(key)});
+    l.push_back({"phase", phaseName(static_cast<Phase>(std::get<1>(key)))});
+    l.push_back({"op_kind", opKindName(static_cast<OpKind>(std::get<2>(key)))});
+    addValue(&flops, l, s.flops);
+    addValue(&bytes, l, s.bytes);
+    addValue(&seconds, l, s.seconds);
+    const RooflinePoint p = rooflinePoint(s.flops, s.bytes, s.seconds, c);
+    if (p.bound == Bound::kUnknown) continue;
+    addValue(&fraction, l, p.fraction);
+    addValue(&bound, with(l, {{"bound", "memory"}}), p.bound == Bound::kMemory ? 1 : 0);
+    addValue(&bound, with(l, {{"bound", "compute"}}), p.bound == Bound::kCompute ? 1 : 0);
+  }
+  for (MetricFamily* f : {&flops, &bytes, &seconds, &fraction, &bound}) out->push_back(std::move(*f));
+}
+
 }  // namespace
 
 std::vector<double> exportedBucketBounds() {
@@ -261,6 +351,7 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
   scalar("attnscope_trace_errors_total", "Trace store writes that failed", MetricType::Counter,
          static_cast<double>(r.traceErrors));
   addGpu(&out, base, r, layerLabels);
+  addRoofline(&out, base, r, stats, layerLabels);
 
   if (cluster == nullptr) return out;
   // The job summary (rank 0): per subject rank, and every rank's statistics summed.

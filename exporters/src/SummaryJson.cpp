@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnscope/core/RooflineCells.h"
+
 namespace attnscope {
 namespace {
 
@@ -162,6 +164,58 @@ void writeCluster(std::ostream& out, const ClusterReport& c) {
   out << "\n  }";
 }
 
+// "roofline": the ceilings, the machine, the shape capture's counts and every op-kind cell on the
+// roofline (docs/ROOFLINE.md).
+void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stats) {
+  const Ceilings& c = run.ceilings;
+  const MachineInfo& m = run.machine;
+  out << "  \"roofline\": {\n    \"ceilings\": {\"peak_flops_per_second\": ";
+  writeNumber(out, c.peakFlopsPerSecond);
+  out << ", \"peak_bytes_per_second\": ";
+  writeNumber(out, c.peakBytesPerSecond);
+  out << ", \"ridge_flops_per_byte\": ";
+  writeNumber(out, c.ridge());
+  out << ", \"source\": ";
+  writeString(out, c.source);
+  out << ", \"detail\": ";
+  writeString(out, c.detail);
+  out << "},\n    \"machine\": {\"cpu_model\": ";
+  writeString(out, m.cpuModel);
+  out << ", \"cpu_cores\": " << m.cpuCores << ", \"threads\": " << m.threads << ", \"blas\": ";
+  writeString(out, m.blas);
+  out << ", \"gpu_name\": ";
+  writeString(out, m.gpuName);
+  out << ", \"gpu_driver\": ";
+  writeString(out, m.gpuDriver);
+  out << ", \"gpu_memory_bytes\": " << m.gpuMemoryBytes << "},\n";
+  out << "    \"shape_reads\": " << run.shapeReads << ",\n    \"shape_changes\": " << run.shapeChanges
+      << ",\n    \"cells\": [";
+  bool first = true;
+  for (const RooflineCell& cell : rooflineCells(stats, nullptr, c)) {
+    out << (first ? "\n" : ",\n") << "      {\"layer\": ";
+    first = false;
+    writeString(out, stats.layers()[cell.layer].name);
+    out << ", \"phase\": \"" << phaseName(cell.phase) << "\", \"op_kind\": \"" << opKindName(cell.kind)
+        << "\", \"ops\": " << cell.ops;
+    const std::pair<const char*, double> fields[] = {
+        {"seconds", cell.seconds},
+        {"modelled_seconds", cell.modelledSeconds},
+        {"flops", cell.flops},
+        {"bytes", cell.bytes},
+        {"wide_flops", cell.wideFlops},
+        {"intensity", cell.point.intensity},
+        {"flops_per_second", cell.point.flopsPerSecond},
+        {"bytes_per_second", cell.point.bytesPerSecond},
+        {"fraction", cell.point.fraction}};
+    for (const auto& [name, value] : fields) {
+      out << ", \"" << name << "\": ";
+      writeNumber(out, value);
+    }
+    out << ", \"bound\": \"" << boundName(cell.point.bound) << "\"}";
+  }
+  out << (first ? "]" : "\n    ]") << "\n  }";
+}
+
 }  // namespace
 
 std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
@@ -191,6 +245,10 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   writeNumber(out, run.overheadSeconds, "%.6f");
   out << "\n  },\n";
   writeLayers(out, stats, "  ");
+  if (run.roofline) {
+    out << ",\n";
+    writeRoofline(out, run, stats);
+  }
   if (cluster != nullptr) {
     out << ",\n";
     writeCluster(out, *cluster);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "Aggregator.h"
+#include "Machine.h"
 #include "Observer.h"
 #include "Session.h"
 #include "attnscope/Distributed.h"
@@ -63,6 +64,10 @@ void start(const Config& config, const DistributedOptions& distributed) {
   }
   detail::Log::setRank(topology.rank);
   auto session = std::make_unique<detail::Session>(config, topology);
+  // Before any callback is installed: the calibration's own ops are not the job's.
+  const bool deviceTiming = config.gpuTiming != GpuTiming::kOff && detail::acceleratorAvailable();
+  session->setMachine(config.roofline ? detail::machineCeilings(config, deviceTiming) : Ceilings{},
+                      detail::describeMachine(topology.localRank));
   session->begin();
   session->setReporter(std::make_unique<detail::Reporter>(*session, config, topology,
                                                           detail::StoreSource{distributed.store}));

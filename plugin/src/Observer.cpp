@@ -7,12 +7,15 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/ivalue.h>
+
 #include "Session.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/OpKind.h"
+#include "attnscope/core/Roofline.h"
 
 namespace attnscope {
 namespace detail {
@@ -38,6 +41,12 @@ struct Frame {
   GpuTimer::Span gpuSpan;  // CUDA events at the call's edges
   bool gpuCallPushed = false;  // the call's own correlation id (work launched between ops)
   bool gpuOpPushed = false;    // the running top-level op's correlation id
+  // Roofline (docs/ROOFLINE.md): the running top-level op's cost, its ordinal in the call (the
+  // shape cache's key with layer and phase), and the backward cost its ops add per kind.
+  bool roofline = false;
+  uint32_t opOrdinal = 0;
+  OpCost opCost;
+  std::array<BackwardEstimate, kNumOpKinds> backward{};
 };
 
 struct ThreadState {
@@ -56,7 +65,123 @@ struct ThreadState {
   // attnscope's own time on this thread, flushed to the session when the outermost scope exits.
   uint64_t overheadTicks = 0;
   uint32_t callbackCounter = 0;  // one callback in Session::kOverheadSampling is timed
+  // Shape cache (roofline): per (layer, phase) slot, per top-level op ordinal in the call, the
+  // last arguments' signature and what the formulas made of them. Thread-local: no lock.
+  struct ShapeEntry {
+    const char* name = nullptr;
+    uint64_t signature = 0;
+    OpCosts costs;
+  };
+  std::vector<std::vector<ShapeEntry>> shapes;
+  uint64_t shapeReads = 0;    // flushed to the session with overheadTicks
+  uint64_t shapeChanges = 0;
 };
+
+// The first OpArgs::kMaxArgs positional arguments of an op, as the formulas see them. Sets
+// `requiresGrad` when a tensor argument requires grad (its backward will run).
+void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
+  const auto inputs = fn.inputs();
+  const int n = static_cast<int>(std::min<size_t>(inputs.size(), OpArgs::kMaxArgs));
+  out->count = n;
+  *requiresGrad = false;
+  const auto fillShape = [](const at::Tensor& t, TensorShape* s) {
+    const auto sizes = t.sizes();
+    const int dims = static_cast<int>(sizes.size());
+    const int fold = std::max(0, dims - TensorShape::kMaxDims);  // leading dims folded into one
+    int64_t first = 1;
+    for (int d = 0; d <= fold && d < dims; ++d) first *= sizes[d];
+    s->dim = static_cast<uint8_t>(std::min(dims, TensorShape::kMaxDims));
+    if (dims > 0) s->sizes[0] = first;
+    for (int d = fold + 1; d < dims; ++d) s->sizes[d - fold] = sizes[d];
+    s->elementSize = static_cast<uint8_t>(t.element_size());
+    s->floating = t.is_floating_point();
+    s->contiguous = t.is_contiguous();
+  };
+  for (int i = 0; i < n; ++i) {
+    const c10::IValue& v = inputs[i];
+    OpArg& a = out->args[i];
+    a = OpArg{};
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined()) {
+        a.type = OpArg::Type::kNone;
+        continue;
+      }
+      a.type = OpArg::Type::kTensor;
+      fillShape(t, &a.shape);
+      if (t.requires_grad()) *requiresGrad = true;
+    } else if (v.isTensorList()) {
+      const auto list = v.toTensorList();
+      a.type = OpArg::Type::kTensorList;
+      int64_t total = 0;
+      for (size_t j = 0; j < list.size(); ++j) {
+        const at::Tensor t = list.get(j);
+        if (!t.defined()) continue;
+        if (total == 0) fillShape(t, &a.shape);
+        total += t.numel();
+        if (t.requires_grad()) *requiresGrad = true;
+      }
+      a.shape.dim = 1;
+      a.shape.sizes[0] = total;
+    } else if (v.isNone()) {
+      a.type = OpArg::Type::kNone;
+    } else if (v.isBool()) {
+      a.type = OpArg::Type::kBool;
+      a.intValue = v.toBool() ? 1 : 0;
+    } else if (v.isInt()) {
+      a.type = OpArg::Type::kInt;
+      a.intValue = v.toInt();
+    } else if (v.isDouble()) {
+      a.type = OpArg::Type::kDouble;
+      a.doubleValue = v.toDouble();
+    } else {
+      a.type = OpArg::Type::kOther;
+    }
+  }
+}
+
+// The running top-level op's cost, from the thread's shape cache when its arguments did not
+// change since the same op of the same (layer, phase) last ran; the backward estimate is added
+// to the frame when the op's inputs require grad.
+void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const char* name) {
+  OpArgs args;
+  bool requiresGrad = false;
+  readArgs(fn, &args, &requiresGrad);
+  ++t.shapeReads;
+  const uint64_t signature = args.signature();
+  constexpr uint32_t kMaxCachedOps = 256;
+  const size_t slot = static_cast<size_t>(f.record.layer) * kNumPhases + static_cast<size_t>(f.record.phase);
+  const OpCosts* costs = nullptr;
+  OpCosts fresh;
+  if (f.opOrdinal < kMaxCachedOps) {
+    if (slot >= t.shapes.size()) t.shapes.resize(slot + 1);
+    std::vector<ThreadState::ShapeEntry>& ops = t.shapes[slot];
+    if (f.opOrdinal >= ops.size()) ops.resize(f.opOrdinal + 1);
+    ThreadState::ShapeEntry& e = ops[f.opOrdinal];
+    if (e.name != name || e.signature != signature) {
+      e.name = name;
+      e.signature = signature;
+      e.costs = opCosts(name, args);
+      ++t.shapeChanges;
+    }
+    costs = &e.costs;
+  } else {
+    fresh = opCosts(name, args);
+    ++t.shapeChanges;
+    costs = &fresh;
+  }
+  f.opCost = costs->forward;
+  if (requiresGrad) {
+    BackwardEstimate& b = f.backward[static_cast<int>(f.opKind)];
+    b.ops += 1;
+    if (costs->backward.modelled) {
+      b.modelledOps += 1;
+      b.flops += costs->backward.flops;
+      b.moved += costs->backward.bytes;
+      b.wideFlops += costs->backward.wideFlops;
+    }
+  }
+}
 
 // Whether this callback invocation is one of the timed ones.
 inline bool timedCallback(uint32_t* counter) {
@@ -104,7 +229,10 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   const uint64_t entry = timed ? ticks() : 0;
   Frame& f = t.frames.back();
   if (++f.depth == 1) {
-    f.opKind = f.classifier.classify(fn.name());
+    const char* name = fn.name();
+    f.opKind = f.classifier.classify(name);
+    if (f.roofline) captureShapes(t, f, fn, name);
+    ++f.opOrdinal;
     f.opAccount.reset();
     MemoryTargets::current().op = &f.opAccount;
     if (f.gpu != nullptr) {
@@ -114,7 +242,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   }
   const int64_t seq = fn.seqNr();
   if (seq >= 0) {
-    t.links.emplace_back(seq, Link{f.instance, f.record.layer, f.opKind});
+    t.links.emplace_back(seq, Link{f.instance, f.record.layer, f.opKind, f.opCost.modelled});
   }
   if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
   return nullptr;
@@ -136,14 +264,22 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   k.ns += static_cast<int64_t>(elapsed);  // ticks until the call ends
   k.ops += 1;
   k.bytes += f.opAccount.bytes;
+  if (f.opCost.modelled) {
+    k.flops += f.opCost.flops;
+    k.moved += f.opCost.bytes;
+    k.wideFlops += f.opCost.wideFlops;
+    k.modelledNs += static_cast<int64_t>(elapsed);  // ticks until the call ends
+    f.opCost = OpCost{};
+  }
   const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
   k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
   MemoryTargets::current().op = nullptr;
   if (timedCallback(&t.callbackCounter)) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
 }
 
-at::RecordFunctionCallback forwardCallback() {
+at::RecordFunctionCallback forwardCallback(bool needsInputs) {
   return at::RecordFunctionCallback(&onForwardStart, &onForwardEnd)
+      .needsInputs(needsInputs)
       .scopes({at::RecordScope::FUNCTION});
 }
 
@@ -294,7 +430,8 @@ bool Observer::enterScope(Session* session, const char* layerName) {
   f.instance = session->newInstance();
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
-  if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback());
+  f.roofline = session->roofline();
+  if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.roofline));
   if (GpuTimer* gpu = session->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);
@@ -316,11 +453,15 @@ void Observer::exitScope() {
     f.gpu->callEnd(&f.gpuSpan, f.instance, f.record.layer, f.record.phase);
   }
   f.record.ns = end - f.t0;
-  for (CallRecord::Kind& k : f.record.kinds) k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
+  for (CallRecord::Kind& k : f.record.kinds) {
+    k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
+    k.modelledNs = TickClock::toNs(static_cast<uint64_t>(k.modelledNs));
+  }
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
   f.session->addForwardCall(f.record, forwardThreadId(t), t.links.data() + f.linksBegin,
-                            t.links.size() - f.linksBegin);
+                            t.links.size() - f.linksBegin, f.roofline ? f.backward.data() : nullptr,
+                            f.instance);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);
   Session* session = f.session;
@@ -334,6 +475,10 @@ void Observer::exitScope() {
   if (t.frames.empty()) {
     session->addOverheadTicks(t.overheadTicks);
     t.overheadTicks = 0;
+    if (t.shapeReads != 0) {
+      session->addShapeCounts(t.shapeReads, t.shapeChanges);
+      t.shapeReads = t.shapeChanges = 0;
+    }
   }
 }
 

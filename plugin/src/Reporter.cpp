@@ -10,6 +10,7 @@
 #include "Session.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/core/OpKind.h"
+#include "attnscope/core/RooflineCells.h"
 
 namespace attnscope {
 namespace detail {
@@ -288,6 +289,22 @@ void Reporter::round(bool collectives) {
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
   traceWindow_ = mine;  // trace store: committed before the collectives, which may wait on peers
   traceHaveWindow_ = true;
+  if (trace_ && config_.roofline) {
+    traceRoofline_.clear();
+    for (const RooflineCell& c : rooflineCells(w.stats, nullptr, Ceilings{})) {
+      TraceRooflineRow row;
+      row.layer = c.layer;  // the window keeps the session's layer ids
+      row.phase = c.phase;
+      row.kind = c.kind;
+      row.ops = c.ops;
+      row.seconds = c.seconds;
+      row.modelledSeconds = c.modelledSeconds;
+      row.flops = c.flops;
+      row.bytes = c.bytes;
+      row.wideFlops = c.wideFlops;
+      traceRoofline_.push_back(row);
+    }
+  }
   writeTrace(/*last=*/false);
   traceWritten_ = true;
   requestedControl(&mine);
@@ -485,6 +502,8 @@ void Reporter::writeTrace(bool last) {
       in.window = traceWindow_;
       in.windowEndUnix = now;
       in.windowStartUnix = now - traceWindow_.windowSeconds;
+      in.roofline = std::move(traceRoofline_);
+      traceRoofline_.clear();
       traceHaveWindow_ = false;
     }
     if (traceRoundsWritten_ == 0) {
@@ -499,6 +518,24 @@ void Reporter::writeTrace(bool last) {
                  {"sample_every", std::to_string(config_.sampleEvery)},
                  {"start_unix", number(run.startUnixSeconds)},
                  {"config", configJson(config_)}};
+      const Ceilings& c = run.ceilings;
+      const MachineInfo& m = run.machine;
+      in.meta.insert(in.meta.end(),
+                     {{"roofline", config_.roofline ? "1" : "0"},
+                      {"peak_flops_per_second", number(c.peakFlopsPerSecond)},
+                      {"peak_bytes_per_second", number(c.peakBytesPerSecond)},
+                      {"ceiling_source", c.source},
+                      {"ceiling_detail", c.detail},
+                      {"timing", "host"},
+                      {"cpu_model", m.cpuModel},
+                      {"cpu_cores", std::to_string(m.cpuCores)},
+                      {"torch_threads", std::to_string(m.threads)},
+                      {"blas", m.blas}});
+      if (!m.gpuName.empty()) {
+        in.meta.insert(in.meta.end(), {{"gpu_name", m.gpuName},
+                                       {"gpu_driver", m.gpuDriver},
+                                       {"gpu_memory_bytes", std::to_string(m.gpuMemoryBytes)}});
+      }
     }
     in.meta.emplace_back("last_commit_unix", number(now));
     in.meta.emplace_back("steps_seen", std::to_string(run.stepsSeen));

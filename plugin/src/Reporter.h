@@ -120,6 +120,7 @@ class Reporter {
   bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
   bool traceWritten_ = false;     // round() committed in this iteration
   RankWindow traceWindow_;
+  std::vector<TraceRooflineRow> traceRoofline_;  // the window's roofline cells (host times)
   uint64_t traceRoundsWritten_ = 0;
   std::mutex traceMutex_;
   TraceStoreStats traceStats_;

@@ -49,11 +49,18 @@ Session::Session(const Config& config, const Topology& topology)
                       std::to_string(TORCH_VERSION_MINOR) + "." +
                       std::to_string(TORCH_VERSION_PATCH);
   run_.sampleEvery = config.sampleEvery;
+  run_.roofline = config.roofline;
   run_.startUnixSeconds = unixNow();
   windowStartNs_ = nowNs();
   sampleEvery_.store(config.sampleEvery);
   traceLastStepNs_ = windowStartNs_;
   if (tracing_) traceCalls_.reserve(64);
+}
+
+void Session::setMachine(const Ceilings& ceilings, const MachineInfo& machine) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  run_.ceilings = ceilings;
+  run_.machine = machine;
 }
 
 void Session::setSampling(bool paused, int64_t sampleEvery) {
@@ -196,7 +203,8 @@ int32_t Session::layerId(const char* name) {
 }
 
 void Session::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
-                             const LinkTable::Entry* links, size_t numLinks) {
+                             const LinkTable::Entry* links, size_t numLinks,
+                             const BackwardEstimate* backward, uint64_t instance) {
   if (numLinks > 0) {
     std::lock_guard<std::mutex> lock(linkMutex_);
     links_.append(forwardThreadId, links, numLinks);
@@ -205,6 +213,17 @@ void Session::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
   stats_.add(record);
   window_.add(record);
   if (tracing_) traceCall(record);
+  if (backward != nullptr && numLinks > 0) {
+    bool any = false;
+    for (int k = 0; k < kNumOpKinds && !any; ++k) any = backward[k].ops > 0;
+    if (any) {
+      PendingBackward& p = pendingBackward_[instance];
+      p.record.layer = record.layer;
+      p.record.phase = Phase::kBackward;
+      std::copy(backward, backward + kNumOpKinds, p.estimate.begin());
+      p.estimated = true;
+    }
+  }
 }
 
 bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) {
@@ -214,7 +233,7 @@ bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) 
 
 void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account) {
   std::lock_guard<std::mutex> lock(statsMutex_);
-  CallRecord& r = pendingBackward_[link.instance];
+  CallRecord& r = pendingBackward_[link.instance].record;
   r.layer = link.layer;
   r.phase = Phase::kBackward;
   r.ns += ns;
@@ -226,10 +245,27 @@ void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount&
   k.ops += 1;
   k.bytes += account.bytes;
   k.peak = std::max(k.peak, peak);
+  if (link.modelled) k.modelledNs += ns;
 }
 
 void Session::fold() {
-  for (const auto& [instance, record] : pendingBackward_) {
+  for (auto& [instance, pending] : pendingBackward_) {
+    CallRecord& record = pending.record;
+    bool timed = false;
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      CallRecord::Kind& kind = record.kinds[k];
+      if (kind.ops == 0) continue;  // no node of this kind ran: its estimate does not count
+      timed = true;
+      const BackwardEstimate& e = pending.estimate[k];
+      if (!pending.estimated || e.modelledOps == 0 || kind.modelledNs == 0) {
+        kind.modelledNs = 0;  // no formula's work to divide by this time
+        continue;
+      }
+      kind.flops = e.flops;
+      kind.moved = e.moved;
+      kind.wideFlops = e.wideFlops;
+    }
+    if (!timed) continue;  // forward without backward (evaluation): no backward call
     stats_.add(record);
     window_.add(record);
     if (tracing_) traceCall(record);
@@ -254,6 +290,8 @@ RunInfo Session::runInfo() {
   run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
   run.droppedCalls += stats_.droppedCalls();
   run.overheadSeconds = overheadSeconds();
+  run.shapeReads = shapeReads_.load(std::memory_order_relaxed);
+  run.shapeChanges = shapeChanges_.load(std::memory_order_relaxed);
   return run;
 }
 

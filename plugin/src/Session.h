@@ -26,6 +26,17 @@
 namespace attnscope {
 namespace detail {
 
+// The backward work one attention call's forward ops of one kind imply (roofline): the formulas'
+// backward cost of the ops whose inputs require grad. Added to the call's pending backward record,
+// where it counts only for kinds whose autograd nodes were timed.
+struct BackwardEstimate {
+  uint32_t ops = 0;          // top-level forward ops whose inputs require grad
+  uint32_t modelledOps = 0;  // of them, with a formula
+  double flops = 0;
+  double moved = 0;
+  double wideFlops = 0;
+};
+
 // What one rank did between two reporting rounds.
 struct Window {
   StatsTable stats;           // the window's calls only (same layer ids as the session's table)
@@ -47,6 +58,15 @@ class Session {
   // Whether accelerator allocator reports are taken (ATTNSCOPE_MEMORY and a CUDA device).
   bool deviceMemory() const { return deviceMemory_; }
   bool sampled() const { return sampled_.load(std::memory_order_relaxed); }
+  // Roofline: whether forward ops' shapes are read (ATTNSCOPE_ROOFLINE).
+  bool roofline() const { return config_.roofline; }
+  // Shape reads of top-level ops and how many of them found changed shapes (cache misses).
+  void addShapeCounts(uint64_t reads, uint64_t changes) {
+    shapeReads_.fetch_add(reads, std::memory_order_relaxed);
+    shapeChanges_.fetch_add(changes, std::memory_order_relaxed);
+  }
+  // The ceilings (calibrated or configured at begin()) and the machine: set before any step.
+  void setMachine(const Ceilings& ceilings, const MachineInfo& machine);
 
   // Steps are inferred from backward passes until the first step() call.
   bool autoStepPending() const {
@@ -66,8 +86,11 @@ class Session {
   int32_t layerId(const char* name);
   uint64_t newInstance() { return nextInstance_.fetch_add(1, std::memory_order_relaxed); }
 
+  // `backward` (roofline on: kNumOpKinds entries, else null) goes to the call instance's pending
+  // backward record.
   void addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
-                      const LinkTable::Entry* links, size_t numLinks);
+                      const LinkTable::Entry* links, size_t numLinks,
+                      const BackwardEstimate* backward, uint64_t instance);
   bool findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out);
   void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account);
 
@@ -140,6 +163,8 @@ class Session {
   std::atomic<bool> paused_{false};
   std::atomic<int64_t> sampleEvery_{1};
   std::atomic<uint64_t> overheadTicks_{0};
+  std::atomic<uint64_t> shapeReads_{0};
+  std::atomic<uint64_t> shapeChanges_{0};
 
   std::mutex callbackMutex_;
   at::CallbackHandle backwardHandle_ = 0;
@@ -158,7 +183,12 @@ class Session {
   std::atomic<int64_t> collectiveNs_{0};
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<ClusterReport> cluster_;  // kept when the reporter had to be left behind
-  std::unordered_map<uint64_t, CallRecord> pendingBackward_;
+  struct PendingBackward {
+    CallRecord record;
+    std::array<BackwardEstimate, kNumOpKinds> estimate{};
+    bool estimated = false;
+  };
+  std::unordered_map<uint64_t, PendingBackward> pendingBackward_;
   RunInfo run_;
 
   // --- GPU (docs/GPU.md) ---

@@ -36,6 +36,10 @@ constexpr char kEnvJob[] = "ATTNSCOPE_JOB";
 constexpr char kEnvTraceDir[] = "ATTNSCOPE_TRACE_DIR";
 constexpr char kEnvTraceMaxMb[] = "ATTNSCOPE_TRACE_MAX_MB";
 constexpr char kEnvGpuTiming[] = "ATTNSCOPE_GPU_TIMING";
+constexpr char kEnvRoofline[] = "ATTNSCOPE_ROOFLINE";
+constexpr char kEnvPeakFlops[] = "ATTNSCOPE_PEAK_FLOPS";
+constexpr char kEnvPeakBandwidth[] = "ATTNSCOPE_PEAK_BANDWIDTH";
+constexpr char kEnvCalibrate[] = "ATTNSCOPE_CALIBRATE";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -116,6 +120,15 @@ struct ATTNSCOPE_API Config {
 
   // Device time per layer on GPUs: auto (CUPTI, else CUDA events), cupti, events, both or off.
   GpuTiming gpuTiming = GpuTiming::kAuto;
+
+  // Roofline (docs/ROOFLINE.md): FLOPs and bytes moved per attention op from its input shapes on
+  // sampled steps, classified against the machine's ceilings.
+  bool roofline = true;
+  // The ceilings: peak flop/s and memory bandwidth (bytes/s); 0 = measure them at start when
+  // `calibrate` is on, else unknown (achieved rates are still reported, bounds are not).
+  double peakFlops = 0;
+  double peakBandwidth = 0;
+  bool calibrate = true;
 
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.

@@ -3,7 +3,20 @@
 #include <cstdint>
 #include <string>
 
+#include "attnscope/core/Roofline.h"
+
 namespace attnscope {
+
+// The hardware a rank ran on (run metadata; docs/ROOFLINE.md).
+struct MachineInfo {
+  std::string cpuModel;     // /proc/cpuinfo "model name"
+  int cpuCores = 0;         // online logical CPUs
+  int threads = 0;          // LibTorch's intra-op threads
+  std::string blas;         // the BLAS library loaded in the process ("libopenblas.so.0", ...)
+  std::string gpuName;      // with a CUDA device: its name, driver version and memory
+  std::string gpuDriver;
+  int64_t gpuMemoryBytes = 0;
+};
 
 // Who produced a set of statistics and over what run; written into every summary.
 struct RunInfo {
@@ -22,6 +35,12 @@ struct RunInfo {
   uint64_t memoryReports = 0;   // allocator reports received
   uint64_t droppedCalls = 0;    // calls of layers beyond ATTNSCOPE_MAX_LAYERS
   double overheadSeconds = 0;   // attnscope's own time on the training threads
+  // Roofline (ATTNSCOPE_ROOFLINE): the ceilings, the machine, and the shape capture's counts.
+  bool roofline = false;
+  Ceilings ceilings;
+  MachineInfo machine;
+  uint64_t shapeReads = 0;      // top-level ops whose arguments were read (sampled steps only)
+  uint64_t shapeChanges = 0;    // of them, with arguments that changed (formulas evaluated)
 };
 
 }  // namespace attnscope

@@ -21,6 +21,12 @@ struct CallRecord {
     uint32_t ops = 0;    // how many top-level ops (forward) or autograd nodes (backward)
     int64_t bytes = 0;   // bytes allocated while they ran
     int64_t peak = 0;    // peak live bytes above the call's base while they ran
+    // Roofline (docs/ROOFLINE.md): what the shape formulas made of these ops, and the time of
+    // the ops that have a formula (the rates divide by it).
+    double flops = 0;
+    double moved = 0;      // minimum bytes moved
+    double wideFlops = 0;  // flops in float32/float64
+    int64_t modelledNs = 0;
   };
   int32_t layer = -1;
   Phase phase = Phase::kForward;
@@ -36,6 +42,12 @@ struct CellStats {
   uint64_t ops = 0;
   int64_t bytes = 0;     // bytes allocated, summed over calls
   int64_t peak = 0;      // largest peak live bytes above the call's base
+  // Roofline (op-kind cells only): summed flops, minimum bytes moved, float32/64 flops, and the
+  // seconds of the ops that have a formula.
+  double flops = 0;
+  double moved = 0;
+  double wideFlops = 0;
+  double modelledSeconds = 0;
 
   void merge(const CellStats& other);
 };
@@ -80,9 +92,11 @@ class ATTNSCOPE_API StatsTable {
   uint32_t layersChecksum() const;
 
   // A fixed layout of every summable figure, for a cross-rank all-reduce (sum): per layer, per
-  // phase, per cell (the whole call, then each op kind): count, seconds sum, ops, bytes, then the
-  // histogram's bucket counts. Peaks and exact min/max do not sum and are left out.
-  static constexpr size_t kCellDoubles = 4 + LogHistogram::kNumBuckets;
+  // phase, per cell (the whole call, then each op kind): count, seconds sum, ops, bytes, flops,
+  // bytes moved, wide flops, modelled seconds, then the histogram's bucket counts. Peaks and exact
+  // min/max do not sum and are left out.
+  static constexpr size_t kCellHeader = 8;
+  static constexpr size_t kCellDoubles = kCellHeader + LogHistogram::kNumBuckets;
   static constexpr size_t kCellsPerLayer = kNumPhases * (1 + kNumOpKinds);
   std::vector<double> flatten() const;
   // The inverse for summed vectors: a table with these layer names and the summed figures.

@@ -1,0 +1,23 @@
+#pragma once
+
+#include "attnscope/core/Config.h"
+#include "attnscope/core/RunInfo.h"
+
+namespace attnscope {
+namespace detail {
+
+// The machine this rank runs on: CPU model and logical CPUs, LibTorch's intra-op threads, the
+// BLAS library loaded in the process, and with an NVIDIA driver the device's name, driver
+// version and memory (read through the driver API, which creates no CUDA context).
+MachineInfo describeMachine(int localRank);
+
+// The roofline's ceilings (docs/ROOFLINE.md): the configured values, and what is not configured
+// measured once per process when `calibrate` is on: a float32 matmul (1024 x 1024, best of 4) for
+// the flop rate and a 64 MiB copy (best of 5) for the bandwidth, on the CPU with LibTorch's
+// threads. `deviceTiming`: the op times are GPU times, so host measurements would be the wrong
+// roof; then only configured values are used. Never throws: a failed measurement is logged and
+// leaves that ceiling unknown.
+Ceilings machineCeilings(const Config& config, bool deviceTiming);
+
+}  // namespace detail
+}  // namespace attnscope
