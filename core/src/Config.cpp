@@ -72,9 +72,14 @@ int64_t parseInt(const std::string& name, const std::string& value, int64_t lo, 
   return v;
 }
 
-double parseDouble(const std::string& name, const std::string& value, double lo, double hi) {
+double parseDouble(const std::string& name, const std::string& value, double lo, double hi,
+                   const char* allowedText = nullptr) {
   std::ostringstream allowed;
-  allowed << "a number from " << lo << " to " << hi;
+  if (allowedText != nullptr) {
+    allowed << allowedText;
+  } else {
+    allowed << "a number from " << lo << " to " << hi;
+  }
   if (value.empty()) fail(name, value, "is empty", allowed.str());
   errno = 0;
   char* end = nullptr;
@@ -309,9 +314,9 @@ bool Config::set(const std::string& name, const std::string& value) {
   } else if (name == kEnvRoofline) {
     roofline = parseBool(name, value);
   } else if (name == kEnvPeakFlops) {
-    peakFlops = parseDouble(name, value, kMinPeakFlops, kMaxPeakFlops);
+    peakFlops = parseDouble(name, value, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
   } else if (name == kEnvPeakBandwidth) {
-    peakBandwidth = parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth);
+    peakBandwidth = parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
   } else if (name == kEnvCalibrate) {
     calibrate = parseBool(name, value);
   } else {

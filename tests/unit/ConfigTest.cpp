@@ -101,7 +101,8 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
       kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
       kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
       kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
-      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb, kEnvGpuTiming};
+      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb, kEnvGpuTiming,
+      kEnvRoofline, kEnvPeakFlops, kEnvPeakBandwidth, kEnvCalibrate};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -109,8 +110,10 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
 TEST(ConfigVariablesTest, EveryListedVariableIsAcceptedBySet) {
   for (const auto& v : Config::variables()) {
     Config config;
-    const bool path = std::string(v.name) == kEnvSummaryJson || std::string(v.name) == kEnvTraceDir;
-    const std::string value = path ? "" : v.defaultValue;
+    const std::string name = v.name;
+    const bool path = name == kEnvSummaryJson || name == kEnvTraceDir;
+    const bool peak = name == kEnvPeakFlops || name == kEnvPeakBandwidth;  // "(calibrated)": unset
+    const std::string value = path ? "" : peak ? "1e9" : v.defaultValue;
     EXPECT_TRUE(config.set(v.name, value)) << v.name;
   }
 }
@@ -120,6 +123,10 @@ TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
   for (const auto& v : Config::variables()) {
     if (std::string(v.name) == kEnvSummaryJson || std::string(v.name) == kEnvTraceDir) {
       EXPECT_STREQ(v.defaultValue, "(none)");
+      continue;
+    }
+    if (std::string(v.name) == kEnvPeakFlops || std::string(v.name) == kEnvPeakBandwidth) {
+      EXPECT_STREQ(v.defaultValue, "(calibrated)");  // unset: 0 in the config, measured at start
       continue;
     }
     Config parsed;
@@ -139,6 +146,8 @@ TEST(ConfigVariablesTest, DocumentedDefaultsParseToTheDefaultConfig) {
     EXPECT_EQ(parsed.storePort, defaults.storePort) << v.name;
     EXPECT_EQ(parsed.traceMaxMb, defaults.traceMaxMb) << v.name;
     EXPECT_EQ(parsed.gpuTiming, defaults.gpuTiming) << v.name;
+    EXPECT_EQ(parsed.roofline, defaults.roofline) << v.name;
+    EXPECT_EQ(parsed.calibrate, defaults.calibrate) << v.name;
   }
 }
 
@@ -267,6 +276,39 @@ TEST(ConfigParseTest, Aggregation) {
   EXPECT_EQ(fromOne(kEnvAggregation, "none").aggregation, Aggregation::kNone);
   EXPECT_EQ(fromOne(kEnvAggregation, "auto").aggregation, Aggregation::kAuto);
   EXPECT_STREQ(aggregationName(Aggregation::kGloo), "gloo");
+}
+
+TEST(ConfigParseTest, Roofline) {
+  const Config defaults;
+  EXPECT_TRUE(defaults.roofline);
+  EXPECT_TRUE(defaults.calibrate);
+  EXPECT_EQ(defaults.peakFlops, 0.0);
+  EXPECT_EQ(defaults.peakBandwidth, 0.0);
+  EXPECT_FALSE(fromOne(kEnvRoofline, "0").roofline);
+  EXPECT_FALSE(fromOne(kEnvCalibrate, "off").calibrate);
+  EXPECT_EQ(fromOne(kEnvPeakFlops, "9.9e14").peakFlops, 9.9e14);
+  EXPECT_EQ(fromOne(kEnvPeakBandwidth, "4800000000000").peakBandwidth, 4.8e12);
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakFlops, "fast"); }),
+            "ATTNSCOPE_PEAK_FLOPS=\"fast\" is not a number; allowed: flop/s as a number from 1e6 to 1e18, "
+            "such as 9.9e14");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakFlops, "1000"); }),
+            "ATTNSCOPE_PEAK_FLOPS=\"1000\" is out of range; allowed: flop/s as a number from 1e6 to 1e18, "
+            "such as 9.9e14");
+  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakBandwidth, "-1"); }),
+            "ATTNSCOPE_PEAK_BANDWIDTH=\"-1\" is out of range; allowed: bytes/s as a number from 1e6 to "
+            "1e16, such as 4.8e12");
+  // Ceilings for a roofline that is off: a contradiction, refused at start.
+  EXPECT_EQ(invalidArgumentMessage([] {
+              Config::fromVariables({{kEnvRoofline, "0"}, {kEnvPeakBandwidth, "1e12"}});
+            }),
+            "ATTNSCOPE_PEAK_BANDWIDTH=\"1e+12\" has no effect with ATTNSCOPE_ROOFLINE=0; allowed: leave it "
+            "unset, or set ATTNSCOPE_ROOFLINE=1");
+  // Values set from code are checked by validate() like those from the environment.
+  Config fromCode;
+  fromCode.peakFlops = 5;
+  EXPECT_EQ(invalidArgumentMessage([&] { fromCode.validate(); }),
+            "ATTNSCOPE_PEAK_FLOPS=\"5\" is out of range; allowed: flop/s as a number from 1e6 to 1e18, such "
+            "as 9.9e14");
 }
 
 TEST(ConfigParseTest, GpuTiming) {

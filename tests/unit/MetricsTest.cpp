@@ -432,5 +432,95 @@ TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
   EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)), 121u + 8 * 4 + 5 + 92);
 }
 
+// The roofline (docs/METRICS.md): 5 series per rank, and 6 per (layer, phase, op kind) with
+// formulas (flops, bytes, seconds, fraction, bound memory/compute).
+TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
+  StatsTable t;
+  for (int l = 0; l < 48; ++l) {
+    const int32_t id = t.layerId("layers." + std::to_string(l));
+    for (Phase p : {Phase::kForward, Phase::kBackward}) {
+      CallRecord r;
+      r.layer = id;
+      r.phase = p;
+      r.ns = 1000000;
+      for (OpKind k : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax, OpKind::kDropout,
+                       OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
+        CallRecord::Kind& kind = r.kinds[static_cast<int>(k)];
+        kind.ns = kind.modelledNs = 1000;
+        kind.ops = 1;
+        kind.flops = k == OpKind::kLayoutCopy ? 0 : 1e6;
+        kind.moved = 1e5;
+      }
+      t.add(r);
+    }
+  }
+  RankMetrics m;
+  m.run.roofline = true;
+  m.run.ceilings = Ceilings{1e11, 1e10, "calibration", ""};
+  const size_t plain = seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr));
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, true, nullptr)), plain + 5 + 48 * 2 * 7 * 6);
+  const size_t plainSummed = seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr));
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, false, nullptr)), plainSummed + 5 + 2 * 7 * 6);
+}
+
+TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
+  StatsTable t;
+  const int32_t id = t.layerId("layers.0.attn");
+  CallRecord r;
+  r.layer = id;
+  r.phase = Phase::kForward;
+  r.ns = 400000000;
+  CallRecord::Kind& mm = r.kinds[static_cast<int>(OpKind::kScoreMatmul)];
+  mm.ns = 150000000;
+  mm.modelledNs = 100000000;  // 0.1 s with formulas: 2e9 flops, 1e8 bytes (intensity 20)
+  mm.ops = 2;
+  mm.flops = 2e9;
+  mm.moved = 1e8;
+  CallRecord::Kind& copy = r.kinds[static_cast<int>(OpKind::kLayoutCopy)];
+  copy.ns = copy.modelledNs = 200000000;  // 0.2 s moving 5e8 bytes: 2.5e9 B/s
+  copy.ops = 1;
+  copy.moved = 5e8;
+  t.add(r);
+  RankMetrics m;
+  m.run.roofline = true;
+  m.run.ceilings = Ceilings{1e11, 1e10, "config", ""};  // ridge 10 flop/byte
+  m.run.shapeReads = 30;
+  m.run.shapeChanges = 3;
+  const auto families = buildMetrics(identity(1), m, t, true, nullptr);
+  const auto value = [&](const char* name, const std::string& kind, const std::string& bound = "") {
+    const prometheus::MetricFamily* f = find(families, name);
+    EXPECT_NE(f, nullptr) << name;
+    if (f == nullptr) return -1.0;
+    for (const auto& metric : f->metric) {
+      if (label(metric, "op_kind") != kind || label(metric, "bound") != bound) continue;
+      return f->type == prometheus::MetricType::Counter ? metric.counter.value : metric.gauge.value;
+    }
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(value("attnscope_roofline_flops_total", "score_matmul"), 2e9);
+  EXPECT_DOUBLE_EQ(value("attnscope_roofline_bytes_total", "score_matmul"), 1e8);
+  EXPECT_DOUBLE_EQ(value("attnscope_roofline_seconds_total", "score_matmul"), 0.1);
+  // Intensity 20 is above the ridge: compute-bound, 2e10 flop/s of the 1e11 roof.
+  EXPECT_EQ(value("attnscope_roofline_bound", "score_matmul", "compute"), 1.0);
+  EXPECT_EQ(value("attnscope_roofline_bound", "score_matmul", "memory"), 0.0);
+  EXPECT_NEAR(value("attnscope_roofline_ceiling_fraction", "score_matmul"), 0.2, 1e-12);
+  // The copy moves data only: memory-bound, 2.5e9 of 1e10 B/s.
+  EXPECT_EQ(value("attnscope_roofline_bound", "layout_copy", "memory"), 1.0);
+  EXPECT_NEAR(value("attnscope_roofline_ceiling_fraction", "layout_copy"), 0.25, 1e-12);
+  const prometheus::MetricFamily* peak = find(families, "attnscope_roofline_peak_flops_per_second");
+  ASSERT_NE(peak, nullptr);
+  ASSERT_EQ(peak->metric.size(), 1u);
+  EXPECT_EQ(label(peak->metric[0], "source"), "config");
+  EXPECT_DOUBLE_EQ(peak->metric[0].gauge.value, 1e11);
+  EXPECT_DOUBLE_EQ(find(families, "attnscope_roofline_shape_reads_total")->metric[0].counter.value, 30);
+  EXPECT_DOUBLE_EQ(find(families, "attnscope_roofline_shape_changes_total")->metric[0].counter.value, 3);
+  // Unknown ceilings: the counters stay, no bound or fraction is claimed.
+  m.run.ceilings = Ceilings{};
+  const auto unknown = buildMetrics(identity(1), m, t, true, nullptr);
+  EXPECT_TRUE(find(unknown, "attnscope_roofline_bound")->metric.empty());
+  EXPECT_EQ(find(unknown, "attnscope_roofline_flops_total")->metric.size(), 2u);
+  EXPECT_TRUE(find(unknown, "attnscope_roofline_peak_flops_per_second")->metric.empty());
+}
+
 }  // namespace
 }  // namespace attnscope
