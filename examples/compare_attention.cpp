@@ -30,6 +30,7 @@
 
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
+#include "attnscope/core/Roofline.h"
 
 namespace {
 
@@ -73,7 +74,9 @@ Options parse(int argc, char** argv) {
                    "                         [--fit-from SEQ] [--html FILE] [--json FILE]\n"
                    "Times forward and backward of each attention implementation per sequence length and\n"
                    "head count through attnscope (one layer each), prints time and peak memory and the\n"
-                   "fitted exponent of time against sequence length (lengths >= --fit-from).\n";
+                   "fitted exponent of time against sequence length (lengths >= --fit-from), and per\n"
+                   "phase the achieved GFLOP/s and GB/s, arithmetic intensity, bound and share of the\n"
+                   "roof against the ceilings calibrated at start (ATTNSCOPE_PEAK_FLOPS/_BANDWIDTH).\n";
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
@@ -151,7 +154,28 @@ struct Row {
   double fwd = 0, bwd = 0;          // fastest call of the reps, seconds
   double fwdMean = 0, bwdMean = 0;
   int64_t fwdPeak = 0, bwdPeak = 0;  // peak live bytes above the call's start
+  // Roofline (docs/ROOFLINE.md): every op kind of the phase summed, all reps.
+  attnscope::RooflinePoint fwdRoof, bwdRoof;
 };
+
+// The phase's op kinds summed and placed against the ceilings.
+attnscope::RooflinePoint phaseRoofline(const attnscope::PhaseStats& phase, const attnscope::Ceilings& ceilings) {
+  double flops = 0, bytes = 0, seconds = 0;
+  for (const auto& kind : phase.kinds) {
+    if (!kind) continue;
+    flops += kind->flops;
+    bytes += kind->moved;
+    seconds += kind->modelledSeconds;
+  }
+  return attnscope::rooflinePoint(flops, bytes, seconds, ceilings);
+}
+
+std::string roofCell(const attnscope::RooflinePoint& p) {
+  if (p.bound == attnscope::Bound::kUnknown) return "-";
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%s %.0f%%", p.bound == attnscope::Bound::kMemory ? "mem" : "cmp", p.fraction * 100);
+  return buf;
+}
 
 // Least-squares slope of log(value) on log(seq).
 template <typename Value>
@@ -283,6 +307,7 @@ int main(int argc, char** argv) {
     std::cerr << "  " << (pass == 0 ? std::string("warm-up pass") : "pass " + std::to_string(pass)) << " done\n";
   }
   const attnscope::StatsTable stats = attnscope::statistics();
+  const attnscope::Ceilings ceilings = attnscope::runInfo().ceilings;
   attnscope::stop();
 
   std::vector<Row> rows;
@@ -297,24 +322,34 @@ int main(int argc, char** argv) {
       r.fwd = f->call.seconds.min();
       r.fwdMean = f->call.seconds.mean();
       r.fwdPeak = f->call.peak;
+      r.fwdRoof = phaseRoofline(*f, ceilings);
     }
     if (const auto* bw = l.phases[static_cast<int>(attnscope::Phase::kBackward)].get()) {
       r.bwd = bw->call.seconds.min();
       r.bwdMean = bw->call.seconds.mean();
       r.bwdPeak = bw->call.peak;
+      r.bwdRoof = phaseRoofline(*bw, ceilings);
     }
     rows.push_back(r);
   }
 
   std::ostringstream table;
-  table << "impl    heads     seq    fwd (ms)    bwd (ms)  fwd+bwd (ms)   fwd peak (MiB)   bwd peak (MiB)\n";
+  table << "impl    heads     seq    fwd (ms)    bwd (ms)  fwd+bwd (ms)   fwd peak (MiB)   bwd peak (MiB)"
+           "   fwd GFLOP/s  fwd GB/s  fwd flop/B  fwd roof   bwd GFLOP/s  bwd roof\n";
   for (const Row& r : rows) {
-    char line[200];
-    std::snprintf(line, sizeof(line), "%-6s %6lld %7lld %11.3f %11.3f %13.3f %16.1f %16.1f\n", r.impl.c_str(),
-                  static_cast<long long>(r.heads), static_cast<long long>(r.seq), r.fwd * 1e3, r.bwd * 1e3,
-                  (r.fwd + r.bwd) * 1e3, r.fwdPeak / 1048576.0, r.bwdPeak / 1048576.0);
+    char line[320];
+    std::snprintf(line, sizeof(line), "%-6s %6lld %7lld %11.3f %11.3f %13.3f %16.1f %16.1f %13.2f %9.2f %11.1f %9s %13.2f %9s\n",
+                  r.impl.c_str(), static_cast<long long>(r.heads), static_cast<long long>(r.seq), r.fwd * 1e3,
+                  r.bwd * 1e3, (r.fwd + r.bwd) * 1e3, r.fwdPeak / 1048576.0, r.bwdPeak / 1048576.0,
+                  r.fwdRoof.flopsPerSecond * 1e-9, r.fwdRoof.bytesPerSecond * 1e-9, r.fwdRoof.intensity,
+                  roofCell(r.fwdRoof).c_str(), r.bwdRoof.flopsPerSecond * 1e-9, roofCell(r.bwdRoof).c_str());
     table << line;
   }
+  table << "roof: the bound (mem: bandwidth, cmp: compute) and the share of the roof reached; ceilings "
+        << (ceilings.known() ? fmt("%.1f", ceilings.peakFlopsPerSecond * 1e-9) + " GFLOP/s, " +
+                                   fmt("%.1f", ceilings.peakBytesPerSecond * 1e-9) + " GB/s (" + ceilings.source + ")"
+                             : std::string("unknown"))
+        << "\n";
   table << "\nfitted exponent against sequence length (lengths >= " << o.fitFrom
         << "): fwd+bwd time, forward peak memory\n";
   std::ostringstream fits;
@@ -346,9 +381,21 @@ int main(int argc, char** argv) {
         << ", \"forward_seconds\": " << fmt("%.9g", r.fwd) << ", \"backward_seconds\": " << fmt("%.9g", r.bwd)
         << ", \"forward_mean_seconds\": " << fmt("%.9g", r.fwdMean) << ", \"backward_mean_seconds\": "
         << fmt("%.9g", r.bwdMean) << ", \"forward_peak_bytes\": " << r.fwdPeak << ", \"backward_peak_bytes\": "
-        << r.bwdPeak << "}";
+        << r.bwdPeak;
+      for (const auto& [phase, p] : {std::pair<const char*, const attnscope::RooflinePoint*>{"forward", &r.fwdRoof},
+                                     {"backward", &r.bwdRoof}}) {
+        j << ", \"" << phase << "_flops\": " << fmt("%.9g", p->flops) << ", \"" << phase
+          << "_bytes\": " << fmt("%.9g", p->bytes) << ", \"" << phase << "_flops_per_second\": "
+          << fmt("%.9g", p->flopsPerSecond) << ", \"" << phase << "_bytes_per_second\": "
+          << fmt("%.9g", p->bytesPerSecond) << ", \"" << phase << "_intensity\": " << fmt("%.9g", p->intensity)
+          << ", \"" << phase << "_bound\": \"" << attnscope::boundName(p->bound) << "\", \"" << phase
+          << "_fraction\": " << fmt("%.9g", p->fraction);
+      }
+      j << "}";
     }
-    j << "], \"fits\": [" << fits.str() << "]}\n";
+    j << "], \"ceilings\": {\"peak_flops_per_second\": " << fmt("%.9g", ceilings.peakFlopsPerSecond)
+      << ", \"peak_bytes_per_second\": " << fmt("%.9g", ceilings.peakBytesPerSecond) << ", \"source\": \""
+      << ceilings.source << "\"}, \"fits\": [" << fits.str() << "]}\n";
     if (!j) {
       std::cerr << "compare_attention: cannot write " << o.json << "\n";
       return 1;
@@ -364,6 +411,8 @@ int main(int argc, char** argv) {
       << plot(rows, o, "forward + backward time", [](const Row& r) { return (r.fwd + r.bwd) * 1e3; }, "ms")
       << plot(rows, o, "peak memory (forward, above the call's start)",
               [](const Row& r) { return r.fwdPeak / 1048576.0; }, "MiB")
+      << plot(rows, o, "achieved forward throughput (GFLOP/s)",
+              [](const Row& r) { return r.fwdRoof.flopsPerSecond * 1e-9; }, "GFLOP/s")
       << "<pre>" << table.str() << "</pre>\n</body></html>\n";
     if (!h) {
       std::cerr << "compare_attention: cannot write " << o.html << "\n";
