@@ -31,6 +31,7 @@ struct Variant {
   std::vector<double> stepSeconds;
   double ownSeconds = 0;  // attnscope's own accounting (RunInfo::overheadSeconds), timed steps and the untimed ones
   int64_t ownSteps = 0;
+  bool roofline = true;  // ATTNSCOPE_ROOFLINE: shapes read and formulas applied on sampled steps
 };
 
 double median(std::vector<double> v) {
@@ -102,6 +103,11 @@ int main(int argc, char** argv) {
 
   std::vector<Variant> variants = {{"attnscope off", false, 1, {}},
                                    {"attnscope sample-every 1", true, 1, {}}};
+  {  // the roofline's share of the cost: the same sampling without shape reads
+    Variant noRoofline{"sample-every 1, roofline off", true, 1, {}};
+    noRoofline.roofline = false;
+    variants.push_back(noRoofline);
+  }
   if (defaultSampleEvery > 1) {
     variants.push_back({"attnscope sample-every " + std::to_string(defaultSampleEvery), true,
                         defaultSampleEvery, {}});
@@ -119,6 +125,7 @@ int main(int argc, char** argv) {
         attnscope::Config c;
         c.logLevel = attnscope::LogLevel::kWarn;
         c.sampleEvery = v.sampleEvery;
+        c.roofline = v.roofline;
         c.port = 0;  // the harness scrapes nothing; the reporter thread and aggregation run as usual
         attnscope::start(c, distributed);
       }

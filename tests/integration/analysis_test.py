@@ -13,7 +13,7 @@ Cases:
   html_chromium      the HTML report rendered by headless Chromium: screenshot, DOM, no console
                      errors
   compare_attention  examples/compare_attention on short sequences: complete table, memory grows
-                     quadratically, HTML with plots
+                     quadratically, roofline columns (flops equal the hand count), HTML with plots
 """
 import json
 import os
@@ -321,8 +321,23 @@ def case_compare_attention(tmp):
         ratio = rows[("naive", heads, 512)]["forward_peak_bytes"] / rows[("naive", heads, 128)]["forward_peak_bytes"]
         check(ratio > 10, f"naive peak grows {ratio:.1f}x from 128 to 512 (quadratic: 16x)")
     check(all(f["exponent"] is not None for f in result["fits"]), f"fits {result['fits']}")
+    # Roofline columns: the naive forward's flops are the hand count (two bmm of 2*heads*seq^2*d_head
+    # each, the scaling's and the softmax's 1 + 5 flops per score), over the 2 timed calls.
+    for heads in (2, 4):
+        for seq in (128, 256, 512):
+            r = rows[("naive", heads, seq)]
+            expected = 2 * (4 * heads * seq * seq * (64 // heads) + 6 * heads * seq * seq)
+            check(r["forward_flops"] == expected, f"naive h{heads} s{seq}: {r['forward_flops']} flops, hand count {expected}")
+    for key, r in rows.items():
+        for phase in ("forward", "backward"):
+            check(r[f"{phase}_flops_per_second"] > 0 and r[f"{phase}_bytes_per_second"] > 0, f"{key} {phase}: no rates")
+            check(r[f"{phase}_bound"] in ("memory", "compute") and r[f"{phase}_fraction"] > 0,
+                  f"{key} {phase}: bound {r[f'{phase}_bound']} fraction {r[f'{phase}_fraction']}")
+    check(result["ceilings"]["source"] == "calibration" and result["ceilings"]["peak_flops_per_second"] > 0,
+          f"ceilings {result['ceilings']}")
     page = open(out_html).read()
-    check(page.count("<svg") == 2 and "<polyline" in page, "HTML page lacks the plots")
+    check(page.count("<svg") == 3 and "<polyline" in page, "HTML page lacks the plots")
+    check("fwd GFLOP/s" in page and "fwd roof" in page, "HTML table lacks the roofline columns")
 
 
 def main():
