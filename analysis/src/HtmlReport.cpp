@@ -244,6 +244,14 @@ const char* phaseColor(Phase p) {
   }
 }
 
+// Forward: a filled dot; backward: a ring; recompute: a smaller green dot.
+std::string phaseMarker(Phase p) {
+  if (p == Phase::kBackward) {
+    return std::string("r=\"6\" fill=\"none\" stroke=\"") + kBackwardColor + "\" stroke-width=\"2.2\"";
+  }
+  return std::string("r=\"") + (p == Phase::kForward ? "4.5" : "3.5") + "\" fill=\"" + phaseColor(p) + "\"";
+}
+
 // Decade-aligned log axis around [lo, hi] (both > 0).
 struct LogAxis {
   double lo = 1, hi = 10;
@@ -327,7 +335,17 @@ void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind)
         << fmt("%.1f", Y(x0 * roof.peakBytesPerSecond)) << "\" x2=\"" << fmt("%.1f", X(ridge)) << "\" y2=\""
         << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" stroke=\"#d62728\" stroke-width=\"2\"><title>memory roof: "
         << text::si(roof.peakBytesPerSecond, "B/s") << "</title></line>\n";
+      // Its label along the slope, at the middle.
+      const double mx = (X(x0) + X(ridge)) / 2, my = (Y(x0 * roof.peakBytesPerSecond) + Y(roof.peakFlopsPerSecond)) / 2;
+      const double angle = std::atan2(Y(roof.peakFlopsPerSecond) - Y(x0 * roof.peakBytesPerSecond), X(ridge) - X(x0)) *
+                           180 / M_PI;
+      o << "<text x=\"" << fmt("%.1f", mx) << "\" y=\"" << fmt("%.1f", my - 5) << "\" text-anchor=\"middle\" "
+        << "class=\"lbl\" fill=\"#d62728\" transform=\"rotate(" << fmt("%.1f", angle) << " " << fmt("%.1f", mx) << " "
+        << fmt("%.1f", my) << ")\">" << html(text::si(roof.peakBytesPerSecond, "B/s")) << "</text>\n";
     }
+    o << "<text x=\"" << left + pw - 4 << "\" y=\"" << fmt("%.1f", Y(roof.peakFlopsPerSecond) - 5)
+      << "\" text-anchor=\"end\" class=\"lbl\" fill=\"#d62728\">" << html(text::si(roof.peakFlopsPerSecond, "FLOP/s"))
+      << "</text>\n";
     o << "<line class=\"roof-compute\" x1=\"" << fmt("%.1f", X(std::max(ridge, xa.lo))) << "\" y1=\""
       << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" x2=\"" << left + pw << "\" y2=\""
       << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" stroke=\"#d62728\" stroke-width=\"2\"><title>compute roof: "
@@ -337,24 +355,31 @@ void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind)
       << "\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/><text x=\"" << fmt("%.1f", X(ridge) + 4) << "\" y=\""
       << top + ph - 6 << "\" class=\"lbl\">ridge " << fmt(ridge >= 10 ? "%.0f" : "%.2g", ridge) << " flop/B</text>\n";
   }
-  for (const RooflineCell* c : cells) {
-    o << "<circle class=\"roofline-point\" data-layer=\"" << html(c->layer) << "\" data-phase=\"" << phaseName(c->phase)
-      << "\" cx=\"" << fmt("%.1f", X(c->point.intensity)) << "\" cy=\"" << fmt("%.1f", Y(c->point.flopsPerSecond))
-      << "\" r=\"5\" fill=\"" << phaseColor(c->phase) << "\" fill-opacity=\"0.85\" stroke=\"#ffffff\"><title>"
-      << pointTooltip(*c) << "</title></circle>\n";
+  // Backward points are rings drawn first, so a forward point at the same place stays visible.
+  bool phases[kNumPhases] = {};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const RooflineCell* c : cells) {
+      const bool ring = c->phase == Phase::kBackward;
+      if (ring != (pass == 0)) continue;
+      phases[static_cast<int>(c->phase)] = true;
+      o << "<circle class=\"roofline-point\" data-layer=\"" << html(c->layer) << "\" data-phase=\""
+        << phaseName(c->phase) << "\" cx=\"" << fmt("%.1f", X(c->point.intensity)) << "\" cy=\""
+        << fmt("%.1f", Y(c->point.flopsPerSecond)) << "\" " << phaseMarker(c->phase) << "><title>" << pointTooltip(*c)
+        << "</title></circle>\n";
+    }
   }
   // Legend: phases, then the roofs.
   const int ly = top + ph + 48;
   int lx = left;
   for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kRecompute}) {
-    o << "<circle cx=\"" << lx + 5 << "\" cy=\"" << ly - 4 << "\" r=\"5\" fill=\"" << phaseColor(p)
-      << "\"/><text x=\"" << lx + 13 << "\" y=\"" << ly << "\" class=\"lbl\">" << phaseName(p) << "</text>\n";
-    lx += 82;
+    if (!phases[static_cast<int>(p)]) continue;
+    o << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" " << phaseMarker(p) << "/><text x=\"" << lx + 15
+      << "\" y=\"" << ly << "\" class=\"lbl\">" << phaseName(p) << "</text>\n";
+    lx += 84;
   }
   o << "<line x1=\"" << lx << "\" x2=\"" << lx + 18 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
     << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 22 << "\" y=\"" << ly << "\" class=\"lbl\">"
-    << (roof.known() ? "roofs: " + html(text::si(roof.peakFlopsPerSecond, "FLOP/s")) + ", " +
-                           html(text::si(roof.peakBytesPerSecond, "B/s"))
+    << (roof.known() ? "roofs" + (roof.source.empty() ? std::string() : " (" + html(roof.source) + ")")
                      : std::string("ceilings unknown: no roof"))
     << "</text>\n</svg>\n";
 }
@@ -406,9 +431,9 @@ void rooflineSection(std::ostringstream& o, const Analysis& a) {
   o << "</div>\n<div class=\"sub\">Each point is one (layer, phase) of the op kind, summed over every rank and "
        "window; hover for its figures. Kinds that only move data (no flops) cannot sit on a log intensity axis: "
        "the table gives their bytes per second against the bandwidth roof.</div>\n";
-  o << "<table id=\"roofline-table\"><tr><th class=\"l\">layer</th><th class=\"l\">phase</th><th class=\"l\">kind</th>"
+  o << "<div class=\"wide\"><table id=\"roofline-table\"><tr><th class=\"l\">layer</th><th class=\"l\">phase</th><th class=\"l\">kind</th>"
        "<th>ops</th><th>time</th><th>modelled</th><th>GFLOP</th><th>GB</th><th>flop/B</th><th>GFLOP/s</th>"
-       "<th>GB/s</th><th class=\"l\">bound</th><th>% of roof</th><th>roof</th><th class=\"l\">ranks (% of own roof)</th></tr>\n";
+       "<th>GB/s</th><th class=\"l\">bound</th><th>% of roof</th><th>roof</th><th class=\"l\">per rank, % of own roof</th></tr>\n";
   for (const RooflineCell& x : r.cells) {
     const RooflinePoint& p = x.point;
     const bool rated = x.modelledSeconds > 0;
@@ -422,9 +447,13 @@ void rooflineSection(std::ostringstream& o, const Analysis& a) {
       if (f < lo) lo = f, loRank = a.ranks[i].rank;
       if (f > hi) hi = f, hiRank = a.ranks[i].rank;
     }
-    if (n == 1) ranks = text::percent(lo) + " (rank " + std::to_string(loRank) + ")";
-    if (n > 1) {
-      ranks = text::percent(lo) + " (rank " + std::to_string(loRank) + ") to " + text::percent(hi) + " (rank " +
+    if (n <= 4) {  // every rank: "r0 53%, r1 56%"
+      for (size_t i = 0; i < x.rankFraction.size(); ++i) {
+        if (!std::isfinite(x.rankFraction[i])) continue;
+        ranks += (ranks.empty() ? "r" : ", r") + std::to_string(a.ranks[i].rank) + " " + text::percent(x.rankFraction[i]);
+      }
+    } else {  // the extremes: "18% (r3) to 60% (r0)"
+      ranks = text::percent(lo) + " (r" + std::to_string(loRank) + ") to " + text::percent(hi) + " (r" +
               std::to_string(hiRank) + ")";
     }
     std::string roofText = "-";
@@ -438,11 +467,11 @@ void rooflineSection(std::ostringstream& o, const Analysis& a) {
       << (x.flops > 0 && x.bytes > 0 ? fmt("%.3g", p.intensity) : "-") << "</td><td>"
       << (rated ? fmt("%.3g", p.flopsPerSecond / 1e9) : "-") << "</td><td>"
       << (rated ? fmt("%.3g", p.bytesPerSecond / 1e9) : "-") << "</td><td class=\"l\">"
-      << (x.flops > 0 || p.bound == Bound::kUnknown ? boundName(p.bound) : "memory (data only)") << "</td><td>"
+      << (x.flops > 0 || p.bound == Bound::kUnknown ? boundName(p.bound) : "memory (data)") << "</td><td>"
       << (p.bound != Bound::kUnknown ? html(text::percent(p.fraction)) : "-") << "</td><td>" << html(roofText)
       << "</td><td class=\"l\">" << html(ranks) << "</td></tr>\n";
   }
-  o << "</table>\n";
+  o << "</table></div>\n";
 }
 
 void recommendations(std::ostringstream& o, const Analysis& a) {
@@ -492,6 +521,7 @@ std::string HtmlReport::render(const Analysis& a) {
     << "svg.plot{display:block;margin:4px 0}svg.roofline{display:inline-block;margin:4px 10px 4px 0;vertical-align:top}\n"
     << ".ttl{font-size:13px;font-weight:600;fill:#222}\n"
     << ".recommendation{border-left:6px solid #4c78a8;background:#eef3f9;padding:8px 14px;margin:10px 0;font-size:14px}\n"
+    << ".wide{overflow-x:auto}#roofline-table td,#roofline-table th{white-space:nowrap;padding:2px 5px;font-size:12px}\n"
     << ".recommendation p{margin:6px 0}table.evidence{font-size:12px;background:#fff}\n</style>\n</head>\n<body>\n";
   int ok = 0;
   for (const RankRow& r : a.ranks) ok += r.status == RankStatus::kOk || r.status == RankStatus::kStoppedEarly;
