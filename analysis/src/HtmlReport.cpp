@@ -255,7 +255,9 @@ std::string phaseMarker(Phase p) {
 // Decade-aligned log axis around [lo, hi] (both > 0).
 struct LogAxis {
   double lo = 1, hi = 10;
-  LogAxis(double minV, double maxV) {
+  LogAxis(double minV, double maxV) {  // clamped to 1e-30..1e30: at most 61 decades
+    minV = std::clamp(minV, 1e-30, 1e30);
+    maxV = std::clamp(maxV, minV, 1e30);
     lo = std::pow(10, std::floor(std::log10(minV) - 0.3));
     hi = std::pow(10, std::ceil(std::log10(maxV) + 0.3));
     if (!(hi > lo)) hi = lo * 10;
@@ -286,7 +288,11 @@ void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind)
   std::vector<const RooflineCell*> cells;
   double xmin = INFINITY, xmax = 0, ymin = INFINITY, ymax = 0;
   for (const RooflineCell& c : r.cells) {
-    if (c.kind != kind || !(c.point.flopsPerSecond > 0) || !(c.point.intensity > 0)) continue;
+    const RooflinePoint& p = c.point;
+    if (c.kind != kind || !(p.flopsPerSecond > 0) || !(p.intensity > 0) || !std::isfinite(p.flopsPerSecond) ||
+        !std::isfinite(p.intensity)) {
+      continue;
+    }
     cells.push_back(&c);
     xmin = std::min(xmin, c.point.intensity);
     xmax = std::max(xmax, c.point.intensity);
@@ -377,11 +383,15 @@ void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind)
       << "\" y=\"" << ly << "\" class=\"lbl\">" << phaseName(p) << "</text>\n";
     lx += 84;
   }
-  o << "<line x1=\"" << lx << "\" x2=\"" << lx + 18 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
-    << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 22 << "\" y=\"" << ly << "\" class=\"lbl\">"
-    << (roof.known() ? "roofs" + (roof.source.empty() ? std::string() : " (" + html(roof.source) + ")")
-                     : std::string("ceilings unknown: no roof"))
-    << "</text>\n</svg>\n";
+  if (roof.known()) {
+    o << "<line x1=\"" << lx << "\" x2=\"" << lx + 18 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
+      << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 22 << "\" y=\"" << ly
+      << "\" class=\"lbl\">roofs" << (roof.source.empty() ? std::string() : " (" + html(roof.source) + ")")
+      << "</text>\n";
+  } else {
+    o << "<text x=\"" << lx << "\" y=\"" << ly << "\" class=\"lbl\">no roof (ceilings unknown)</text>\n";
+  }
+  o << "</svg>\n";
 }
 
 void rooflineSection(std::ostringstream& o, const Analysis& a) {

@@ -35,14 +35,14 @@ std::string metaText(const RankTrace& t, const char* key) {
   return it->second.size() > kMaxMetaText ? it->second.substr(0, kMaxMetaText) + "..." : it->second;
 }
 
-// A positive finite number, else 0 (absent, "0", garbage: unknown).
+// A rate from 1 to 1e21 per second, else 0 (absent, "0", garbage, absurd: unknown).
 double metaPositive(const RankTrace& t, const char* key) {
   const auto it = t.meta.find(key);
   if (it == t.meta.end() || it->second.empty()) return 0;
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v <= 0) return 0;
+  if (end == it->second.c_str() || *end != '\0' || errno == ERANGE || !(v >= 1 && v <= 1e21)) return 0;
   return v;
 }
 

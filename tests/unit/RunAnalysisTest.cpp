@@ -510,6 +510,24 @@ TEST(RunAnalysisTest, RecommendationsAreSortedByImpactAndReportedInHtmlAndJson) 
       << json;
 }
 
+TEST(RunAnalysisTest, AbsurdRooflineFiguresAreReportedWithoutHangingOrInfinities) {
+  // Finite values the reader lets through, whose rates overflow, and absurd ceilings.
+  auto t = rooflineRank(0, 1, {rooflineRow(0, kFwd, OpKind::kSoftmax, 1, 1e-300, 1e300, 1e-300),
+                               rooflineRow(0, kBwd, OpKind::kSoftmax, 1, 1e-3, 1e6, 1e6)},
+                        "x.y", 1e-300, 1e300);
+  Analysis a = analyzeTraces({t});
+  EXPECT_FALSE(a.roofline.ceilings.known()) << "ceilings outside 1 to 1e21 per second are unknown";
+  std::string html = analysis::HtmlReport::render(a);
+  EXPECT_NE(html.find(R"(data-kind="softmax")"), std::string::npos);
+  t.meta["peak_flops_per_second"] = "1e21";
+  t.meta["peak_bytes_per_second"] = "1";
+  a = analyzeTraces({t});
+  ASSERT_TRUE(a.roofline.ceilings.known());
+  html = analysis::HtmlReport::render(a);
+  EXPECT_NE(html.find("class=\"roof-compute\""), std::string::npos);
+  EXPECT_EQ(analysis::JsonReport::render(a).find("inf"), std::string::npos);
+}
+
 TEST(RunAnalysisTest, TracesWithoutRooflineSayItInOneLine) {
   TempDir dir;
   for (int r = 0; r < 2; ++r) testdata::writeRank(dir.path(), r, 2, 2, 2, 10);
