@@ -42,7 +42,8 @@ double metaPositive(const RankTrace& t, const char* key) {
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(it->second.c_str(), &end);
-  if (end == it->second.c_str() || *end != '\0' || errno == ERANGE || !(v >= 1 && v <= 1e21)) return 0;
+  if (end == it->second.c_str() || *end != '\0' || errno == ERANGE || !(v >= 1 && v <= 1e21))
+    return 0;
   return v;
 }
 
@@ -93,8 +94,10 @@ std::string ceilingsText(const Ceilings& c) {
 // What a point achieved against its roof, as shown: "3.2 GFLOP/s of 40.0 GFLOP/s" or, for data
 // movement only, "2.1 GB/s of 20.0 GB/s".
 std::string achievedText(const RooflinePoint& p, const Ceilings& c) {
-  if (p.flops <= 0) return text::si(p.bytesPerSecond, "B/s") + " of " + text::si(c.peakBytesPerSecond, "B/s");
-  return text::si(p.flopsPerSecond, "FLOP/s") + " of " + text::si(p.attainableFlopsPerSecond, "FLOP/s");
+  if (p.flops <= 0)
+    return text::si(p.bytesPerSecond, "B/s") + " of " + text::si(c.peakBytesPerSecond, "B/s");
+  return text::si(p.flopsPerSecond, "FLOP/s") + " of " +
+         text::si(p.attainableFlopsPerSecond, "FLOP/s");
 }
 
 }  // namespace
@@ -106,7 +109,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
   std::map<int, size_t> rowOf;
   for (size_t i = 0; i < numRanks; ++i) rowOf[a->ranks[i].rank] = i;
 
-  // Hardware and ceilings per rank; the run's ceilings are the medians of the ranks that know theirs.
+  // Hardware and ceilings per rank; the run's ceilings are the medians of the ranks that know
+  // theirs.
   std::vector<Ceilings> rankCeilings(numRanks);
   std::vector<double> peakFlops, peakBytes;
   std::set<std::string> sources, timings;
@@ -234,22 +238,26 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
     if (!fused && forward > 0 && partSeconds / forward > options.unfusedShare) {
       Recommendation r;
       r.id = "unfused_attention";
-      r.title = "Unfused attention: softmax, dropout and layout copies take " + text::percent(partSeconds / forward) +
-                " of the forward attention time";
+      r.title = "Unfused attention: softmax, dropout and layout copies take " +
+                text::percent(partSeconds / forward) + " of the forward attention time";
       int major = 0, minor = 0;
       const bool known = torchMajorMinor(out.torchVersion, &major, &minor);
       if (known && major < 2) {
         char version[32];
         std::snprintf(version, sizeof(version), "%d.%d", major, minor);
-        r.suggestion = std::string("This torch (") + version +
-                       ") has no fused attention kernel for training; torch >= 2.0's "
-                       "torch.nn.functional.scaled_dot_product_attention (used by nn.MultiheadAttention) fuses "
-                       "scores, masking, softmax, dropout and context into one kernel, so the scores are not "
-                       "written and read back between these ops.";
+        r.suggestion =
+            std::string("This torch (") + version +
+            ") has no fused attention kernel for training; torch >= 2.0's "
+            "torch.nn.functional.scaled_dot_product_attention (used by nn.MultiheadAttention) "
+            "fuses "
+            "scores, masking, softmax, dropout and context into one kernel, so the scores are not "
+            "written and read back between these ops.";
       } else {
         r.suggestion = std::string(known ? "" : "(torch version unknown) ") +
-                       "Use torch.nn.functional.scaled_dot_product_attention: it fuses scores, masking, softmax, "
-                       "dropout and context into one kernel, so the scores are not written and read back between "
+                       "Use torch.nn.functional.scaled_dot_product_attention: it fuses scores, "
+                       "masking, softmax, "
+                       "dropout and context into one kernel, so the scores are not written and "
+                       "read back between "
                        "these ops.";
       }
       for (OpKind k : parts) {
@@ -259,7 +267,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       r.evidence.emplace_back("forward attention op time", text::seconds(forward));
       r.evidence.emplace_back("attention op time (all phases)", text::seconds(total));
       r.evidence.emplace_back("fused_attention ops", "0");
-      r.evidence.emplace_back("torch version", out.torchVersion.empty() ? "unknown" : out.torchVersion);
+      r.evidence.emplace_back("torch version",
+                              out.torchVersion.empty() ? "unknown" : out.torchVersion);
       r.layers = layerList(where);
       r.impact = partSeconds / total;
       out.recommendations.push_back(std::move(r));
@@ -280,8 +289,9 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       }
     }
     if (!kinds.empty()) {
-      std::sort(kinds.begin(), kinds.end(),
-                [&](OpKind x, OpKind y) { return byKind[kindIndex(x)].seconds > byKind[kindIndex(y)].seconds; });
+      std::sort(kinds.begin(), kinds.end(), [&](OpKind x, OpKind y) {
+        return byKind[kindIndex(x)].seconds > byKind[kindIndex(y)].seconds;
+      });
       const Sums& s = byKind[kindIndex(kinds[0])];
       const RooflinePoint p = s.point(out.ceilings);
       bool gpu = false;
@@ -290,12 +300,15 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       r.id = "lower_precision";
       r.title = std::string("Compute-bound matmuls in float32: ") + opKindName(kinds[0]) +
                 (kinds.size() > 1 ? " and " + std::to_string(kinds.size() - 1) + " more" : "");
-      r.suggestion = std::string("Run them in bfloat16 or float16 under torch.autocast(device_type=\"") +
-                     (gpu ? "cuda" : "cpu") +
-                     "\", dtype=torch.bfloat16): they sit at or right of the ridge, so they are limited by the "
-                     "float32 compute roof, and the lower-precision units (tensor cores; AMX or AVX-512 BF16 on "
-                     "CPUs) have a higher one. Autocast keeps softmax and reductions in float32." +
-                     (gpu ? "" : " On a CPU without bfloat16 instructions this may not help: measure.");
+      r.suggestion =
+          std::string("Run them in bfloat16 or float16 under torch.autocast(device_type=\"") +
+          (gpu ? "cuda" : "cpu") +
+          "\", dtype=torch.bfloat16): they sit at or right of the ridge, so they are limited by "
+          "the "
+          "float32 compute roof, and the lower-precision units (tensor cores; AMX or AVX-512 BF16 "
+          "on "
+          "CPUs) have a higher one. Autocast keeps softmax and reductions in float32." +
+          (gpu ? "" : " On a CPU without bfloat16 instructions this may not help: measure.");
       r.evidence.emplace_back("kind", opKindName(kinds[0]));
       r.evidence.emplace_back("bound", boundName(p.bound));
       r.evidence.emplace_back("intensity", flopsPerByte(p.intensity));
@@ -318,8 +331,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
     }
   }
 
-  // rank_below_ceiling: per cell, a rank far below the others' fraction of their own roofs while the
-  // others agree; one recommendation per rank, its largest such cell as the evidence.
+  // rank_below_ceiling: per cell, a rank far below the others' fraction of their own roofs while
+  // the others agree; one recommendation per rank, its largest such cell as the evidence.
   {
     struct Flag {
       size_t cell;
@@ -342,8 +355,9 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
         }
         const double m = median(others);
         if (!(m > 0) || !(f[r] < options.rankFractionRatio * m)) continue;
-        const bool agree = std::all_of(others.begin(), others.end(),
-                                       [&](double x) { return x >= options.rankFractionRatio * m; });
+        const bool agree = std::all_of(others.begin(), others.end(), [&](double x) {
+          return x >= options.rankFractionRatio * m;
+        });
         if (agree) flags[r].push_back({i, f[r], m});
       }
     }
@@ -365,12 +379,15 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       rec.id = "rank_below_ceiling";
       char ratio[32];
       std::snprintf(ratio, sizeof(ratio), "%.2fx", top->fraction / top->others);
-      rec.title = "Rank " + std::to_string(rank) + " reaches " + ratio + " of the other ranks' fraction of the roof";
-      rec.suggestion = "A hardware or placement problem on rank " + std::to_string(rank) + " (node " + node +
-                       "): thermal throttling, a shared or misconfigured node, wrong CPU/GPU affinity. The same "
-                       "ops with the same shapes reach a smaller fraction of its own measured ceilings than on the "
-                       "other ranks; check what else runs on the node, its clocks and the process's CPU and GPU "
-                       "binding.";
+      rec.title = "Rank " + std::to_string(rank) + " reaches " + ratio +
+                  " of the other ranks' fraction of the roof";
+      rec.suggestion =
+          "A hardware or placement problem on rank " + std::to_string(rank) + " (node " + node +
+          "): thermal throttling, a shared or misconfigured node, wrong CPU/GPU affinity. The same "
+          "ops with the same shapes reach a smaller fraction of its own measured ceilings than on "
+          "the "
+          "other ranks; check what else runs on the node, its clocks and the process's CPU and GPU "
+          "binding.";
       rec.evidence.emplace_back("rank", std::to_string(rank));
       rec.evidence.emplace_back("node", node);
       rec.evidence.emplace_back("layer", c.layer);
@@ -378,7 +395,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       rec.evidence.emplace_back("kind", opKindName(c.kind));
       rec.evidence.emplace_back("its fraction of its roof", text::percent(top->fraction));
       rec.evidence.emplace_back("other ranks' median", text::percent(top->others));
-      rec.evidence.emplace_back("cells below", std::to_string(flags[r].size()) + " of " + std::to_string(compared[r]));
+      rec.evidence.emplace_back(
+          "cells below", std::to_string(flags[r].size()) + " of " + std::to_string(compared[r]));
       rec.evidence.emplace_back("its ceilings", ceilingsText(rankCeilings[r]));
       rec.ranks = {rank};
       rec.layers = layerList(where);
@@ -400,21 +418,30 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       const OpKind kind = static_cast<OpKind>(k);
       Recommendation r;
       r.id = "memory_bound_far_below";
-      r.title = std::string("Memory-bound ") + opKindName(kind) + " at " + text::percent(p.fraction) +
-                " of the bandwidth roof (" + text::percent(share) + " of attention time)";
+      r.title = std::string("Memory-bound ") + opKindName(kind) + " at " +
+                text::percent(p.fraction) + " of the bandwidth roof (" + text::percent(share) +
+                " of attention time)";
       if (kind == OpKind::kLayoutCopy) {
-        r.suggestion = "Avoid the copies: a transpose or permute followed by .contiguous() (or an op that needs "
-                       "contiguous input) copies the whole tensor. Reshape the projections' output to "
-                       "(batch, heads, seq, head_dim) once, keep tensors in the layout the next op reads, or use "
-                       "scaled_dot_product_attention, which takes the strided views.";
+        r.suggestion =
+            "Avoid the copies: a transpose or permute followed by .contiguous() (or an op that "
+            "needs "
+            "contiguous input) copies the whole tensor. Reshape the projections' output to "
+            "(batch, heads, seq, head_dim) once, keep tensors in the layout the next op reads, or "
+            "use "
+            "scaled_dot_product_attention, which takes the strided views.";
       } else if (kind == OpKind::kSoftmax || kind == OpKind::kDropout) {
-        r.suggestion = "Fuse the elementwise ops: scaling, masking, softmax and dropout each read and write the whole "
-                       "scores tensor (batch x heads x seq x seq). A fused attention kernel "
-                       "(scaled_dot_product_attention) or torch.compile does them in one pass without writing the "
-                       "intermediates.";
+        r.suggestion =
+            "Fuse the elementwise ops: scaling, masking, softmax and dropout each read and write "
+            "the whole "
+            "scores tensor (batch x heads x seq x seq). A fused attention kernel "
+            "(scaled_dot_product_attention) or torch.compile does them in one pass without writing "
+            "the "
+            "intermediates.";
       } else {
-        r.suggestion = "It moves far less data per second than the memory can: fuse its elementwise work with its "
-                       "neighbours (torch.compile, a fused kernel) and avoid intermediate copies.";
+        r.suggestion =
+            "It moves far less data per second than the memory can: fuse its elementwise work with "
+            "its "
+            "neighbours (torch.compile, a fused kernel) and avoid intermediate copies.";
       }
       r.evidence.emplace_back("kind", opKindName(kind));
       r.evidence.emplace_back("share of attention time", text::percent(share));
@@ -432,8 +459,9 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
     }
   }
 
-  std::stable_sort(out.recommendations.begin(), out.recommendations.end(),
-                   [](const Recommendation& x, const Recommendation& y) { return x.impact > y.impact; });
+  std::stable_sort(
+      out.recommendations.begin(), out.recommendations.end(),
+      [](const Recommendation& x, const Recommendation& y) { return x.impact > y.impact; });
 }
 
 }  // namespace detail
