@@ -1,5 +1,5 @@
-// Writes the fuzzer's seed corpus: a small real rank file (prefixed 0x00: a file image) and a few
-// step records (prefixed 0x01).
+// Writes the fuzzer's seed corpus: a small real rank file with roofline rows (prefixed 0x00: a file
+// image) and a few step records (prefixed 0x01).
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -46,6 +46,20 @@ int main(int argc, char** argv) {
     calls[0].calls += 1;
   }
   in.haveWindow = true;
+  for (int k = 0; k < 3; ++k) {  // a few roofline cells, so the fuzzer starts from that table too
+    TraceRooflineRow r;
+    r.layer = k % 2;
+    r.phase = k == 2 ? Phase::kBackward : Phase::kForward;
+    r.kind = static_cast<OpKind>(k * 3);
+    r.ops = 4;
+    r.seconds = r.modelledSeconds = 0.001 * (k + 1);
+    r.flops = k == 2 ? 0 : 1e7;
+    r.bytes = 1e6;
+    r.wideFlops = r.flops;
+    in.roofline.push_back(r);
+  }
+  in.meta.emplace_back("peak_flops_per_second", "1e11");
+  in.meta.emplace_back("peak_bytes_per_second", "2e10");
   if (!store->commit(in, &error)) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;

@@ -136,6 +136,9 @@ void summary(const Analysis& a, std::ostream& out) {
         << text::bytes(static_cast<double>(m.peakBytes)) << " (median " << text::bytes(static_cast<double>(m.medianPeakBytes))
         << ")\n";
   }
+  for (const Recommendation& r : a.roofline.recommendations) {
+    out << "  recommendation (" << r.id << ", " << text::percent(r.impact) << " of attention time): " << r.title << "\n";
+  }
 }
 
 }  // namespace

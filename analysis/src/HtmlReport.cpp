@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <sstream>
 
 #include "attnscope/analysis/JsonReport.h"
@@ -232,6 +234,286 @@ void layerBars(std::ostringstream& o, const Analysis& a, const char* id, const c
     << " left to right</text>\n</svg>\n";
 }
 
+constexpr const char* kRecomputeColor = "#54a24b";
+
+const char* phaseColor(Phase p) {
+  switch (p) {
+    case Phase::kForward: return kForwardColor;
+    case Phase::kBackward: return kBackwardColor;
+    default: return kRecomputeColor;
+  }
+}
+
+// Forward: a filled dot; backward: a ring; recompute: a smaller green dot.
+std::string phaseMarker(Phase p) {
+  if (p == Phase::kBackward) {
+    return std::string("r=\"6\" fill=\"none\" stroke=\"") + kBackwardColor + "\" stroke-width=\"2.2\"";
+  }
+  return std::string("r=\"") + (p == Phase::kForward ? "4.5" : "3.5") + "\" fill=\"" + phaseColor(p) + "\"";
+}
+
+// Decade-aligned log axis around [lo, hi] (both > 0).
+struct LogAxis {
+  double lo = 1, hi = 10;
+  LogAxis(double minV, double maxV) {  // clamped to 1e-30..1e30: at most 61 decades
+    minV = std::clamp(minV, 1e-30, 1e30);
+    maxV = std::clamp(maxV, minV, 1e30);
+    lo = std::pow(10, std::floor(std::log10(minV) - 0.3));
+    hi = std::pow(10, std::ceil(std::log10(maxV) + 0.3));
+    if (!(hi > lo)) hi = lo * 10;
+  }
+  double at(double v, double from, double length) const {  // position along an axis of `length`
+    return from + length * (std::log10(v) - std::log10(lo)) / (std::log10(hi) - std::log10(lo));
+  }
+};
+
+std::string decadeLabel(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+std::string pointTooltip(const RooflineCell& c) {
+  const RooflinePoint& p = c.point;
+  std::string t = html(c.layer) + " " + phaseName(c.phase) + " " + opKindName(c.kind) + ": ";
+  if (c.flops > 0) t += "intensity " + fmt(p.intensity >= 10 ? "%.0f" : "%.3g", p.intensity) + " flop/B, ";
+  t += text::si(p.flopsPerSecond, "FLOP/s") + ", " + text::si(p.bytesPerSecond, "B/s") + ", ";
+  if (p.bound == Bound::kUnknown) return t + "ceilings unknown";
+  return t + boundName(p.bound) + "-bound, " + text::percent(p.fraction) + " of roof";
+}
+
+// One log-log roofline plot of the cells of `kind`: the bandwidth slope and the compute roof, the
+// ridge, and one point per (layer, phase).
+void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind) {
+  std::vector<const RooflineCell*> cells;
+  double xmin = INFINITY, xmax = 0, ymin = INFINITY, ymax = 0;
+  for (const RooflineCell& c : r.cells) {
+    const RooflinePoint& p = c.point;
+    if (c.kind != kind || !(p.flopsPerSecond > 0) || !(p.intensity > 0) || !std::isfinite(p.flopsPerSecond) ||
+        !std::isfinite(p.intensity)) {
+      continue;
+    }
+    cells.push_back(&c);
+    xmin = std::min(xmin, c.point.intensity);
+    xmax = std::max(xmax, c.point.intensity);
+    ymin = std::min(ymin, c.point.flopsPerSecond);
+    ymax = std::max(ymax, c.point.flopsPerSecond);
+  }
+  if (cells.empty()) return;
+  const Ceilings& roof = r.ceilings;
+  if (roof.known()) {
+    xmin = std::min(xmin, roof.ridge());
+    xmax = std::max(xmax, roof.ridge());
+    ymax = std::max(ymax, roof.peakFlopsPerSecond);
+  }
+  const LogAxis xa(xmin, xmax), ya(ymin, ymax);
+  const int left = 64, top = 26, pw = 380, ph = 240, width = left + pw + 16, height = top + ph + 68;
+  const auto X = [&](double v) { return xa.at(v, left, pw); };
+  const auto Y = [&](double v) { return ya.at(v, top + ph, -ph); };
+  const char* name = opKindName(kind);
+  o << "<svg class=\"roofline\" data-kind=\"" << name << "\" id=\"roofline-" << name << "\" width=\"" << width
+    << "\" height=\"" << height << "\" xmlns=\"http://www.w3.org/2000/svg\" role=\"img\" aria-label=\"roofline of "
+    << name << "\">\n";
+  o << "<text x=\"" << left << "\" y=\"16\" class=\"ttl\">" << name << "</text>\n";
+  // Grid and decade ticks.
+  for (double v = xa.lo; v <= xa.hi * 1.0001; v *= 10) {
+    o << "<line x1=\"" << fmt("%.1f", X(v)) << "\" x2=\"" << fmt("%.1f", X(v)) << "\" y1=\"" << top << "\" y2=\""
+      << top + ph << "\" stroke=\"#e4e4e4\"/><text x=\"" << fmt("%.1f", X(v)) << "\" y=\"" << top + ph + 14
+      << "\" text-anchor=\"middle\" class=\"lbl\">" << decadeLabel(v) << "</text>\n";
+  }
+  for (double v = ya.lo; v <= ya.hi * 1.0001; v *= 10) {
+    o << "<line x1=\"" << left << "\" x2=\"" << left + pw << "\" y1=\"" << fmt("%.1f", Y(v)) << "\" y2=\""
+      << fmt("%.1f", Y(v)) << "\" stroke=\"#e4e4e4\"/><text x=\"" << left - 5 << "\" y=\"" << fmt("%.1f", Y(v) + 4)
+      << "\" text-anchor=\"end\" class=\"lbl\">" << decadeLabel(v / 1e9) << "</text>\n";
+  }
+  o << "<rect x=\"" << left << "\" y=\"" << top << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\" fill=\"none\" stroke=\"#999999\"/>\n";
+  o << "<text x=\"" << left + pw / 2 << "\" y=\"" << top + ph + 30
+    << "\" text-anchor=\"middle\" class=\"lbl\">arithmetic intensity (flop/byte)</text>\n";
+  o << "<text x=\"14\" y=\"" << top + ph / 2 << "\" text-anchor=\"middle\" class=\"lbl\" transform=\"rotate(-90 14 "
+    << top + ph / 2 << ")\">achieved GFLOP/s</text>\n";
+  if (roof.known()) {
+    // The bandwidth slope from where it enters the plot to the ridge, then the compute roof.
+    const double ridge = roof.ridge();
+    const double x0 = std::max(xa.lo, ya.lo / roof.peakBytesPerSecond);
+    if (x0 < ridge) {
+      o << "<line class=\"roof-bandwidth\" x1=\"" << fmt("%.1f", X(x0)) << "\" y1=\""
+        << fmt("%.1f", Y(x0 * roof.peakBytesPerSecond)) << "\" x2=\"" << fmt("%.1f", X(ridge)) << "\" y2=\""
+        << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" stroke=\"#d62728\" stroke-width=\"2\"><title>memory roof: "
+        << text::si(roof.peakBytesPerSecond, "B/s") << "</title></line>\n";
+      // Its label along the slope, at the middle.
+      const double mx = (X(x0) + X(ridge)) / 2, my = (Y(x0 * roof.peakBytesPerSecond) + Y(roof.peakFlopsPerSecond)) / 2;
+      const double angle = std::atan2(Y(roof.peakFlopsPerSecond) - Y(x0 * roof.peakBytesPerSecond), X(ridge) - X(x0)) *
+                           180 / M_PI;
+      o << "<text x=\"" << fmt("%.1f", mx) << "\" y=\"" << fmt("%.1f", my - 5) << "\" text-anchor=\"middle\" "
+        << "class=\"lbl\" fill=\"#d62728\" transform=\"rotate(" << fmt("%.1f", angle) << " " << fmt("%.1f", mx) << " "
+        << fmt("%.1f", my) << ")\">" << html(text::si(roof.peakBytesPerSecond, "B/s")) << "</text>\n";
+    }
+    o << "<text x=\"" << left + pw - 4 << "\" y=\"" << fmt("%.1f", Y(roof.peakFlopsPerSecond) - 5)
+      << "\" text-anchor=\"end\" class=\"lbl\" fill=\"#d62728\">" << html(text::si(roof.peakFlopsPerSecond, "FLOP/s"))
+      << "</text>\n";
+    o << "<line class=\"roof-compute\" x1=\"" << fmt("%.1f", X(std::max(ridge, xa.lo))) << "\" y1=\""
+      << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" x2=\"" << left + pw << "\" y2=\""
+      << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" stroke=\"#d62728\" stroke-width=\"2\"><title>compute roof: "
+      << text::si(roof.peakFlopsPerSecond, "FLOP/s") << "</title></line>\n";
+    o << "<line class=\"ridge\" x1=\"" << fmt("%.1f", X(ridge)) << "\" x2=\"" << fmt("%.1f", X(ridge)) << "\" y1=\""
+      << fmt("%.1f", Y(roof.peakFlopsPerSecond)) << "\" y2=\"" << top + ph
+      << "\" stroke=\"#888888\" stroke-dasharray=\"4 3\"/><text x=\"" << fmt("%.1f", X(ridge) + 4) << "\" y=\""
+      << top + ph - 6 << "\" class=\"lbl\">ridge " << fmt(ridge >= 10 ? "%.0f" : "%.2g", ridge) << " flop/B</text>\n";
+  }
+  // Backward points are rings drawn first, so a forward point at the same place stays visible.
+  bool phases[kNumPhases] = {};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const RooflineCell* c : cells) {
+      const bool ring = c->phase == Phase::kBackward;
+      if (ring != (pass == 0)) continue;
+      phases[static_cast<int>(c->phase)] = true;
+      o << "<circle class=\"roofline-point\" data-layer=\"" << html(c->layer) << "\" data-phase=\""
+        << phaseName(c->phase) << "\" cx=\"" << fmt("%.1f", X(c->point.intensity)) << "\" cy=\""
+        << fmt("%.1f", Y(c->point.flopsPerSecond)) << "\" " << phaseMarker(c->phase) << "><title>" << pointTooltip(*c)
+        << "</title></circle>\n";
+    }
+  }
+  // Legend: phases, then the roofs.
+  const int ly = top + ph + 48;
+  int lx = left;
+  for (Phase p : {Phase::kForward, Phase::kBackward, Phase::kRecompute}) {
+    if (!phases[static_cast<int>(p)]) continue;
+    o << "<circle cx=\"" << lx + 6 << "\" cy=\"" << ly - 4 << "\" " << phaseMarker(p) << "/><text x=\"" << lx + 15
+      << "\" y=\"" << ly << "\" class=\"lbl\">" << phaseName(p) << "</text>\n";
+    lx += 84;
+  }
+  if (roof.known()) {
+    o << "<line x1=\"" << lx << "\" x2=\"" << lx + 18 << "\" y1=\"" << ly - 4 << "\" y2=\"" << ly - 4
+      << "\" stroke=\"#d62728\" stroke-width=\"2\"/><text x=\"" << lx + 22 << "\" y=\"" << ly
+      << "\" class=\"lbl\">roofs" << (roof.source.empty() ? std::string() : " (" + html(roof.source) + ")")
+      << "</text>\n";
+  } else {
+    o << "<text x=\"" << lx << "\" y=\"" << ly << "\" class=\"lbl\">no roof (ceilings unknown)</text>\n";
+  }
+  o << "</svg>\n";
+}
+
+void rooflineSection(std::ostringstream& o, const Analysis& a) {
+  const RooflineAnalysis& r = a.roofline;
+  o << "<h2>Roofline</h2>\n";
+  if (!r.present) {
+    o << "<p id=\"roofline-none\">No roofline data in these traces (written before the roofline existed, or with "
+         "it off).</p>\n";
+    return;
+  }
+  const Ceilings& c = r.ceilings;
+  o << "<div class=\"sub\" id=\"roofline-ceilings\">";
+  if (c.known()) {
+    o << "Ceilings: <b>" << html(text::si(c.peakFlopsPerSecond, "FLOP/s")) << "</b> and <b>"
+      << html(text::si(c.peakBytesPerSecond, "B/s")) << "</b>, ridge " << fmt("%.3g", c.ridge()) << " flop/B ("
+      << html(c.source.empty() ? "source not stated" : c.source) << (c.detail.empty() ? "" : ": " + html(c.detail))
+      << (r.ceilingRanks > 1 ? "; median of " + std::to_string(r.ceilingRanks) + " ranks" : "") << "). ";
+  } else {
+    o << "Ceilings unknown: no rank stated its peak rates, so points are not classified. ";
+  }
+  o << "Times are " << (r.timing == "device" ? "device (GPU) times" : r.timing == "host" ? "host (CPU) times"
+                                                                                          : "of unstated origin")
+    << "; rates divide by the time of the ops with a FLOP/byte formula (docs/ROOFLINE.md).";
+  if (r.badRows > 0) o << " " << r.badRows << " roofline rows were out of range and left out.";
+  o << "</div>\n<table id=\"roofline-hardware\"><tr><th>rank</th><th class=\"l\">node</th><th class=\"l\">CPU</th>"
+       "<th>cores</th><th>torch threads</th><th class=\"l\">BLAS</th><th class=\"l\">GPU</th><th>peak FLOP/s</th>"
+       "<th>peak B/s</th><th class=\"l\">ceilings from</th><th class=\"l\">timing</th><th class=\"l\">torch</th></tr>\n";
+  for (const RankHardware& h : r.hardware) {
+    std::string gpu = h.gpuName;
+    if (!h.gpuDriver.empty()) gpu += ", driver " + h.gpuDriver;
+    double gpuBytes = 0;
+    if (!h.gpuMemoryBytes.empty()) gpuBytes = std::atof(h.gpuMemoryBytes.c_str());
+    if (gpuBytes > 0) gpu += ", " + text::bytes(gpuBytes);
+    o << "<tr><td>" << h.rank << "</td><td class=\"l\">" << html(h.node) << "</td><td class=\"l\">" << html(h.cpuModel)
+      << "</td><td>" << html(h.cpuCores) << "</td><td>" << html(h.torchThreads) << "</td><td class=\"l\">"
+      << html(h.blas) << "</td><td class=\"l\">" << html(gpu.empty() ? "none" : gpu) << "</td><td>"
+      << html(text::si(h.ceilings.peakFlopsPerSecond > 0 ? h.ceilings.peakFlopsPerSecond : NAN, "FLOP/s"))
+      << "</td><td>" << html(text::si(h.ceilings.peakBytesPerSecond > 0 ? h.ceilings.peakBytesPerSecond : NAN, "B/s"))
+      << "</td><td class=\"l\">" << html(h.ceilings.source) << (h.ceilings.detail.empty() ? "" : ": ")
+      << html(h.ceilings.detail) << "</td><td class=\"l\">" << html(h.timing) << "</td><td class=\"l\">"
+      << html(h.torchVersion) << "</td></tr>\n";
+  }
+  o << "</table>\n";
+  // One plot per kind that computes; kinds that only move data are in the table.
+  o << "<div id=\"roofline-plots\">\n";
+  for (int k = 0; k < kNumOpKinds; ++k) rooflinePlot(o, r, static_cast<OpKind>(k));
+  o << "</div>\n<div class=\"sub\">Each point is one (layer, phase) of the op kind, summed over every rank and "
+       "window; hover for its figures. Kinds that only move data (no flops) cannot sit on a log intensity axis: "
+       "the table gives their bytes per second against the bandwidth roof.</div>\n";
+  o << "<div class=\"wide\"><table id=\"roofline-table\"><tr><th class=\"l\">layer</th><th class=\"l\">phase</th><th class=\"l\">kind</th>"
+       "<th>ops</th><th>time</th><th>modelled</th><th>GFLOP</th><th>GB</th><th>flop/B</th><th>GFLOP/s</th>"
+       "<th>GB/s</th><th class=\"l\">bound</th><th>% of roof</th><th>roof</th><th class=\"l\">per rank, % of own roof</th></tr>\n";
+  for (const RooflineCell& x : r.cells) {
+    const RooflinePoint& p = x.point;
+    const bool rated = x.modelledSeconds > 0;
+    std::string ranks;
+    double lo = INFINITY, hi = -INFINITY;
+    int loRank = -1, hiRank = -1, n = 0;
+    for (size_t i = 0; i < x.rankFraction.size(); ++i) {
+      const double f = x.rankFraction[i];
+      if (!std::isfinite(f)) continue;
+      ++n;
+      if (f < lo) lo = f, loRank = a.ranks[i].rank;
+      if (f > hi) hi = f, hiRank = a.ranks[i].rank;
+    }
+    if (n <= 4) {  // every rank: "r0 53%, r1 56%"
+      for (size_t i = 0; i < x.rankFraction.size(); ++i) {
+        if (!std::isfinite(x.rankFraction[i])) continue;
+        ranks += (ranks.empty() ? "r" : ", r") + std::to_string(a.ranks[i].rank) + " " + text::percent(x.rankFraction[i]);
+      }
+    } else {  // the extremes: "18% (r3) to 60% (r0)"
+      ranks = text::percent(lo) + " (r" + std::to_string(loRank) + ") to " + text::percent(hi) + " (r" +
+              std::to_string(hiRank) + ")";
+    }
+    std::string roofText = "-";
+    if (p.bound != Bound::kUnknown) {
+      roofText = x.flops > 0 ? text::si(p.attainableFlopsPerSecond, "FLOP/s") : text::si(c.peakBytesPerSecond, "B/s");
+    }
+    o << "<tr><td class=\"l\">" << html(x.layer) << "</td><td class=\"l\">" << phaseName(x.phase)
+      << "</td><td class=\"l\">" << opKindName(x.kind) << "</td><td>" << x.ops << "</td><td>"
+      << html(text::seconds(x.seconds)) << "</td><td>" << html(text::percent(x.seconds > 0 ? x.modelledSeconds / x.seconds : NAN))
+      << "</td><td>" << fmt("%.3g", x.flops / 1e9) << "</td><td>" << fmt("%.3g", x.bytes / 1e9) << "</td><td>"
+      << (x.flops > 0 && x.bytes > 0 ? fmt("%.3g", p.intensity) : "-") << "</td><td>"
+      << (rated ? fmt("%.3g", p.flopsPerSecond / 1e9) : "-") << "</td><td>"
+      << (rated ? fmt("%.3g", p.bytesPerSecond / 1e9) : "-") << "</td><td class=\"l\">"
+      << (x.flops > 0 || p.bound == Bound::kUnknown ? boundName(p.bound) : "memory (data)") << "</td><td>"
+      << (p.bound != Bound::kUnknown ? html(text::percent(p.fraction)) : "-") << "</td><td>" << html(roofText)
+      << "</td><td class=\"l\">" << html(ranks) << "</td></tr>\n";
+  }
+  o << "</table></div>\n";
+}
+
+void recommendations(std::ostringstream& o, const Analysis& a) {
+  const RooflineAnalysis& r = a.roofline;
+  if (!r.present) return;
+  o << "<h2>Recommendations</h2>\n";
+  if (r.recommendations.empty()) {
+    o << "<p id=\"recommendations-none\">None: no rule's thresholds were met (docs/ANALYSIS.md lists them).</p>\n";
+    return;
+  }
+  std::map<std::string, int> seen;
+  for (const Recommendation& x : r.recommendations) {
+    const int n = ++seen[x.id];
+    o << "<div class=\"recommendation\" id=\"rec-" << html(x.id) << (n > 1 ? "-" + std::to_string(n) : "")
+      << "\"><b>" << html(x.title) << "</b> <span class=\"sub\">(" << html(x.id) << "; "
+      << html(text::percent(x.impact)) << " of attention time";
+    if (!x.ranks.empty()) {
+      o << "; rank";
+      for (size_t i = 0; i < x.ranks.size(); ++i) o << (i ? ", " : " ") << x.ranks[i];
+    }
+    if (!x.layers.empty()) {
+      o << "; ";
+      for (size_t i = 0; i < x.layers.size(); ++i) o << (i ? ", " : "") << html(x.layers[i]);
+    }
+    o << ")</span><p>" << html(x.suggestion) << "</p><table class=\"evidence\">";
+    for (const auto& [key, value] : x.evidence) {
+      o << "<tr><th class=\"l\">" << html(key) << "</th><td class=\"l\">" << html(value) << "</td></tr>";
+    }
+    o << "</table></div>\n";
+  }
+}
+
 }  // namespace
 
 std::string HtmlReport::render(const Analysis& a) {
@@ -246,7 +528,11 @@ std::string HtmlReport::render(const Analysis& a) {
     << ".finding b.big{font-size:20px}\n"
     << "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid #ddd;padding:3px 7px;text-align:right}\n"
     << "th{background:#f4f4f4}td.l,th.l{text-align:left}.lbl{font-size:11px;fill:#333}\n"
-    << "svg.plot{display:block;margin:4px 0}\n</style>\n</head>\n<body>\n";
+    << "svg.plot{display:block;margin:4px 0}svg.roofline{display:inline-block;margin:4px 10px 4px 0;vertical-align:top}\n"
+    << ".ttl{font-size:13px;font-weight:600;fill:#222}\n"
+    << ".recommendation{border-left:6px solid #4c78a8;background:#eef3f9;padding:8px 14px;margin:10px 0;font-size:14px}\n"
+    << ".wide{overflow-x:auto}#roofline-table td,#roofline-table th{white-space:nowrap;padding:2px 5px;font-size:12px}\n"
+    << ".recommendation p{margin:6px 0}table.evidence{font-size:12px;background:#fff}\n</style>\n</head>\n<body>\n";
   int ok = 0;
   for (const RankRow& r : a.ranks) ok += r.status == RankStatus::kOk || r.status == RankStatus::kStoppedEarly;
   o << "<h1>attnscope run report</h1>\n<div class=\"sub\">" << html(a.traceDir) << " &middot; " << ok << " of "
@@ -346,6 +632,8 @@ std::string HtmlReport::render(const Analysis& a) {
       << "</td><td>" << html(text::bytes(static_cast<double>(l.maxPeakBytes))) << "</td></tr>\n";
   }
   o << "</table>\n";
+  rooflineSection(o, a);
+  recommendations(o, a);
   if (!a.liveFindings.empty()) {
     o << "<h2>Recorded live by rank 0</h2>\n<table><tr><th class=\"l\">kind</th><th>rank</th><th>rounds</th>"
          "<th class=\"l\">description</th></tr>\n";

@@ -82,6 +82,29 @@ std::string bytes(double b) {
   return buf;
 }
 
+std::string si(double v, const char* unit) {
+  if (!std::isfinite(v)) return "-";
+  static const char* prefixes[] = {"", "k", "M", "G", "T", "P", "E"};
+  int p = 0;
+  double x = std::fabs(v);
+  while (x >= 999.5 && p < 6) {
+    x /= 1000;
+    ++p;
+  }
+  char buf[64];
+  const char* format = x >= 99.5 ? "%.0f %s%s" : (x >= 9.95 ? "%.1f %s%s" : "%.2f %s%s");
+  std::snprintf(buf, sizeof(buf), format, v < 0 ? -x : x, prefixes[p], unit);
+  return buf;
+}
+
+std::string percent(double fraction) {
+  if (!std::isfinite(fraction)) return "-";
+  char buf[32];
+  const double x = 100 * fraction;
+  std::snprintf(buf, sizeof(buf), std::fabs(x) >= 9.95 || x == 0 ? "%.0f%%" : "%.1f%%", x);
+  return buf;
+}
+
 bool writeFile(const std::string& path, const std::string& content, std::string* error) {
   const std::string tmp = path + ".tmp";
   FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -110,6 +133,70 @@ std::string numberList(const std::vector<double>& v) {
   std::string out = "[";
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + jsonNumber(v[i], "%.6g");
   return out + "]";
+}
+
+std::string stringList(const std::vector<std::string>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + jsonString(v[i]);
+  return out + "]";
+}
+
+std::string positiveOrNull(double v) { return v > 0 ? jsonNumber(v) : "null"; }
+
+void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
+  const Ceilings& c = r.ceilings;
+  o << "  \"roofline\": {\"present\": " << (r.present ? "true" : "false") << ", \"timing\": " << jsonString(r.timing)
+    << ", \"torch_version\": " << jsonString(r.torchVersion) << ", \"attention_seconds\": "
+    << jsonNumber(r.attentionSeconds) << ", \"bad_rows\": " << r.badRows
+    << ",\n    \"ceilings\": {\"peak_flops_per_second\": " << positiveOrNull(c.peakFlopsPerSecond)
+    << ", \"peak_bytes_per_second\": " << positiveOrNull(c.peakBytesPerSecond)
+    << ", \"ridge_flops_per_byte\": " << positiveOrNull(c.ridge()) << ", \"source\": " << jsonString(c.source)
+    << ", \"detail\": " << jsonString(c.detail) << ", \"ranks\": " << r.ceilingRanks << "},\n    \"hardware\": [";
+  for (size_t i = 0; i < r.hardware.size(); ++i) {
+    const RankHardware& h = r.hardware[i];
+    o << (i ? ",\n" : "\n") << "      {\"rank\": " << h.rank << ", \"node\": " << jsonString(h.node)
+      << ", \"peak_flops_per_second\": " << positiveOrNull(h.ceilings.peakFlopsPerSecond)
+      << ", \"peak_bytes_per_second\": " << positiveOrNull(h.ceilings.peakBytesPerSecond)
+      << ", \"ceiling_source\": " << jsonString(h.ceilings.source) << ", \"ceiling_detail\": "
+      << jsonString(h.ceilings.detail) << ", \"timing\": " << jsonString(h.timing) << ", \"cpu_model\": "
+      << jsonString(h.cpuModel) << ", \"cpu_cores\": " << jsonString(h.cpuCores) << ", \"torch_threads\": "
+      << jsonString(h.torchThreads) << ", \"blas\": " << jsonString(h.blas) << ", \"gpu_name\": "
+      << jsonString(h.gpuName) << ", \"gpu_driver\": " << jsonString(h.gpuDriver) << ", \"gpu_memory_bytes\": "
+      << jsonString(h.gpuMemoryBytes) << ", \"torch_version\": " << jsonString(h.torchVersion) << "}";
+  }
+  o << (r.hardware.empty() ? "" : "\n    ") << "],\n    \"points\": [";
+  for (size_t i = 0; i < r.cells.size(); ++i) {
+    const RooflineCell& x = r.cells[i];
+    const RooflinePoint& p = x.point;
+    const bool known = p.bound != Bound::kUnknown;
+    o << (i ? ",\n" : "\n") << "      {\"layer\": " << jsonString(x.layer) << ", \"phase\": \"" << phaseName(x.phase)
+      << "\", \"kind\": \"" << opKindName(x.kind) << "\", \"ops\": " << x.ops << ", \"seconds\": "
+      << jsonNumber(x.seconds) << ", \"modelled_seconds\": " << jsonNumber(x.modelledSeconds)
+      << ", \"flops\": " << jsonNumber(x.flops) << ", \"bytes\": " << jsonNumber(x.bytes)
+      << ", \"wide_flops\": " << jsonNumber(x.wideFlops) << ", \"intensity\": "
+      << (x.bytes > 0 ? jsonNumber(p.intensity, "%.6g") : "null") << ", \"flops_per_second\": "
+      << (x.modelledSeconds > 0 ? jsonNumber(p.flopsPerSecond, "%.6g") : "null") << ", \"bytes_per_second\": "
+      << (x.modelledSeconds > 0 ? jsonNumber(p.bytesPerSecond, "%.6g") : "null")
+      << ", \"attainable_flops_per_second\": " << positiveOrNull(p.attainableFlopsPerSecond) << ", \"bound\": \""
+      << boundName(p.bound) << "\", \"fraction\": " << (known ? jsonNumber(p.fraction, "%.4f") : "null")
+      << ", \"rank_fractions\": [";
+    for (size_t k = 0; k < x.rankFraction.size(); ++k) o << (k ? ", " : "") << jsonNumber(x.rankFraction[k], "%.4f");
+    o << "]}";
+  }
+  o << (r.cells.empty() ? "" : "\n    ") << "],\n    \"recommendations\": [";
+  for (size_t i = 0; i < r.recommendations.size(); ++i) {
+    const Recommendation& x = r.recommendations[i];
+    o << (i ? ",\n" : "\n") << "      {\"id\": " << jsonString(x.id) << ", \"title\": " << jsonString(x.title)
+      << ", \"impact\": " << jsonNumber(x.impact, "%.4f") << ", \"suggestion\": " << jsonString(x.suggestion)
+      << ",\n       \"evidence\": {";
+    for (size_t k = 0; k < x.evidence.size(); ++k) {
+      o << (k ? ", " : "") << jsonString(x.evidence[k].first) << ": " << jsonString(x.evidence[k].second);
+    }
+    o << "}, \"ranks\": [";
+    for (size_t k = 0; k < x.ranks.size(); ++k) o << (k ? ", " : "") << x.ranks[k];
+    o << "], \"layers\": " << stringList(x.layers) << "}";
+  }
+  o << (r.recommendations.empty() ? "" : "\n    ") << "]\n  }";
 }
 
 }  // namespace
@@ -201,7 +288,9 @@ std::string JsonReport::render(const Analysis& a) {
       << ", \"phase\": " << jsonString(f.phase) << ", \"op_kind\": " << jsonString(f.opKind)
       << ", \"share\": " << jsonNumber(f.share, "%.4f") << ", \"description\": " << jsonString(f.description) << "}";
   }
-  o << (a.liveFindings.empty() ? "" : "\n  ") << "]\n}\n";
+  o << (a.liveFindings.empty() ? "" : "\n  ") << "],\n";
+  roofline(o, a.roofline);
+  o << "\n}\n";
   return o.str();
 }
 

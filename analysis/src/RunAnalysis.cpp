@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "RooflineAnalysis.h"
 #include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
@@ -442,6 +443,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     a.liveFindings.insert(a.liveFindings.end(), t->findings.begin(), t->findings.end());
     a.liveRounds.insert(a.liveRounds.end(), t->rounds.begin(), t->rounds.end());
   }
+  detail::analyzeRoofline(byRank, options, &a);
   return a;
 }
 

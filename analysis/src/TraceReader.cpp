@@ -276,6 +276,65 @@ bool readSummaries(sqlite3* db, RankTrace* out, std::string* error) {
   return true;
 }
 
+// The roofline table is optional: files written before it (or by a build without it) have none.
+bool readRoofline(sqlite3* db, RankTrace* out, std::string* error) {
+  {
+    Query exists(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'roofline'");
+    if (!exists.ok()) {
+      *error = std::string("schema unreadable: ") + sqlite3_errmsg(db);
+      return false;
+    }
+    const int rc = exists.step();
+    if (rc == SQLITE_DONE) return true;
+    if (rc != SQLITE_ROW) {
+      *error = std::string("schema unreadable: ") + sqlite3_errmsg(db);
+      return false;
+    }
+  }
+  Query q(db,
+          "SELECT interval, layer, phase, kind, ops, seconds, modelled_seconds, flops, bytes, wide_flops "
+          "FROM roofline ORDER BY interval, layer, phase, kind");
+  if (!q.ok()) {
+    *error = std::string("roofline unreadable: ") + sqlite3_errmsg(db);
+    return false;
+  }
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    // Every value is checked: a key out of range, a negative or non-finite figure, or a row whose
+    // modelled part exceeds the whole leaves the row out (counted).
+    const int64_t interval = q.i(0), layer = q.i(1), phase = q.i(2), kind = q.i(3), ops = q.i(4);
+    double v[5];
+    bool ok = interval >= 0 && layer >= 0 && layer < kMaxLayerId && phase >= 0 && phase < kNumPhases && kind >= 0 &&
+              kind < kNumOpKinds && ops >= 0;
+    for (int c = 0; c < 5; ++c) {
+      v[c] = q.d(5 + c);
+      ok = ok && (q.type(5 + c) == SQLITE_FLOAT || q.type(5 + c) == SQLITE_INTEGER) && std::isfinite(v[c]) && v[c] >= 0;
+    }
+    ok = ok && v[1] <= v[0] * (1 + 1e-9) && v[4] <= v[2] * (1 + 1e-9);
+    if (!ok) {
+      ++out->badRooflineRows;
+      continue;
+    }
+    TraceRooflineRow r;
+    r.layer = static_cast<int32_t>(layer);
+    r.phase = static_cast<Phase>(phase);
+    r.kind = static_cast<OpKind>(kind);
+    r.ops = static_cast<uint64_t>(ops);
+    r.seconds = v[0];
+    r.modelledSeconds = std::min(v[1], v[0]);
+    r.flops = v[2];
+    r.bytes = v[3];
+    r.wideFlops = std::min(v[4], v[2]);
+    out->roofline.push_back(r);
+    out->rooflineIntervals.push_back(static_cast<uint64_t>(interval));
+  }
+  if (rc != SQLITE_DONE) {
+    *error = std::string("roofline unreadable: ") + sqlite3_errmsg(db);
+    return false;
+  }
+  return true;
+}
+
 // Integrity first (a truncated or damaged file fails here), then every table.
 bool readOpen(sqlite3* db, const std::string& name, RankTrace* out, std::string* error) {
   out->path = name;
@@ -298,7 +357,7 @@ bool readOpen(sqlite3* db, const std::string& name, RankTrace* out, std::string*
     }
   }
   return readMeta(db, out, error) && readLayers(db, out, error) && readSteps(db, out, error) &&
-         readSummaries(db, out, error);
+         readSummaries(db, out, error) && readRoofline(db, out, error);
 }
 
 }  // namespace

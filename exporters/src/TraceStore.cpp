@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace attnscope {
@@ -32,6 +33,9 @@ CREATE TABLE IF NOT EXISTS findings(kind TEXT NOT NULL, rank INTEGER NOT NULL,
   first_round INTEGER NOT NULL, last_round INTEGER NOT NULL, max_score REAL NOT NULL,
   layer TEXT NOT NULL, phase TEXT NOT NULL, op_kind TEXT NOT NULL, share REAL NOT NULL,
   description TEXT NOT NULL, PRIMARY KEY(kind, rank, first_round)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS roofline(interval INTEGER, layer INTEGER, phase INTEGER, kind INTEGER,
+  ops INTEGER, seconds REAL, modelled_seconds REAL, flops REAL, bytes REAL, wide_flops REAL,
+  PRIMARY KEY(interval, layer, phase, kind)) WITHOUT ROWID;
 )SQL";
 
 std::string sqliteError(sqlite3* db, const std::string& what) {
@@ -204,6 +208,24 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     w.bind(14, static_cast<int64_t>(r.topKind));
     w.bind(15, r.topShare);
     if (!w.run()) return failed("windows");
+  }
+  if (!in.roofline.empty()) {
+    // Under the number the interval's window row takes (the next one when it has none).
+    Statement r(db_, "INSERT OR REPLACE INTO roofline VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!r.ok()) return failed("roofline");
+    for (const TraceRooflineRow& x : in.roofline) {
+      r.bind(1, static_cast<int64_t>(nextRound_));
+      r.bind(2, static_cast<int64_t>(x.layer));
+      r.bind(3, static_cast<int64_t>(x.phase));
+      r.bind(4, static_cast<int64_t>(x.kind));
+      r.bind(5, static_cast<int64_t>(std::min<uint64_t>(x.ops, INT64_MAX)));
+      r.bind(6, x.seconds);
+      r.bind(7, x.modelledSeconds);
+      r.bind(8, x.flops);
+      r.bind(9, x.bytes);
+      r.bind(10, x.wideFlops);
+      if (!r.run()) return failed("roofline");
+    }
   }
   if (in.haveRound) {
     Statement s(db_, "INSERT OR REPLACE INTO rounds VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");

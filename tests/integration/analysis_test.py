@@ -288,6 +288,20 @@ def case_html_chromium(tmp):
     dom = subprocess.run(common + ["--dump-dom", "file://" + html], capture_output=True, text=True, timeout=120)
     check("Straggler: rank 1, layer layers.2.attn" in dom.stdout, "rendered DOM lacks the finding")
     check(dom.stdout.count("<svg") >= 4, f"{dom.stdout.count('<svg')} SVG plots in the DOM")
+    # The roofline: one plot per op kind that computes (projections, score and context matmuls,
+    # softmax, dropout: at least 3), each with its points, then the recommendations with evidence.
+    check(report is not None and report["roofline"]["present"], "no roofline data in the JSON report")
+    roofline_plots = dom.stdout.count('class="roofline"')
+    check(roofline_plots >= 3, f"{roofline_plots} roofline plots in the DOM, expected one per op kind (>= 3)")
+    points = dom.stdout.count('class="roofline-point"')
+    check(points >= roofline_plots, f"{points} roofline points for {roofline_plots} plots")
+    check("Recommendations" in dom.stdout, "rendered DOM lacks the recommendations")
+    check(len(report["roofline"]["recommendations"]) >= 1, "no recommendation in the JSON report")
+    first = report["roofline"]["recommendations"][0]
+    check(f'id="rec-{first["id"]}"' in dom.stdout and first["evidence"], f"recommendation {first['id']} not rendered")
+    evidence_key = next(iter(first["evidence"]))
+    check(f'<th class="l">{evidence_key}</th>' in dom.stdout.replace("&#39;", "'"),
+          f"evidence {evidence_key!r} of {first['id']} not rendered")
     rows = png_pixels(shot)
     colors = {px for row in rows[::4] for px in row[::4]}
     check(len(colors) > 50, f"screenshot nearly blank ({len(colors)} colours)")

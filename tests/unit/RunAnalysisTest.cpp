@@ -1,11 +1,13 @@
 // Unit tests of the run analysis on synthetic traces with known injections: the straggler rank
-// and layer, no straggler without injection, missing and stopped ranks, memory outliers, and the
-// reports' first lines.
+// and layer, no straggler without injection, missing and stopped ranks, memory outliers, the
+// roofline points and each recommendation (triggered by a trace built for it, not by one without
+// its evidence), and the reports' first lines.
 
 #include "attnscope/analysis/RunAnalysis.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "TraceTestData.h"
@@ -137,6 +139,406 @@ TEST(RunAnalysisTest, PerfettoTraceCarriesDistributedInfo) {
   EXPECT_NE(one.find("\"name\": \"step 19\""), std::string::npos);
   const std::string all = analysis::PerfettoTrace::renderAll(traces, a);
   EXPECT_NE(all.find("\"distributedInfo\": {\"world_size\": 2, \"ranks\": [0, 1]"), std::string::npos);
+}
+
+// ---- Roofline ---------------------------------------------------------------------------------
+
+using testdata::rooflineRow;
+constexpr Phase kFwd = Phase::kForward;
+constexpr Phase kBwd = Phase::kBackward;
+
+// One rank's trace in memory: two layers, the given roofline cells, ceilings 100 GFLOP/s and
+// 10 GB/s (ridge 10 flop/B) unless told otherwise.
+analysis::RankTrace rooflineRank(int rank, int world, std::vector<TraceRooflineRow> rows,
+                                 const std::string& torch = "2.1.0", double peakFlops = 1e11,
+                                 double peakBytes = 1e10) {
+  analysis::RankTrace t;
+  t.path = "rank-" + std::to_string(rank) + ".sqlite";
+  t.rank = rank;
+  t.worldSize = world;
+  t.node = "node" + std::to_string(rank);
+  t.intervalSeconds = 1;
+  t.startUnix = 1000;
+  t.stopUnix = 1010;
+  t.layers = testdata::layerNames(2);
+  t.meta = {{"format", "attnscope.trace/1"},
+            {"torch_version", torch},
+            {"peak_flops_per_second", peakFlops > 0 ? std::to_string(peakFlops) : "0"},
+            {"peak_bytes_per_second", std::to_string(peakBytes)},
+            {"ceiling_source", "calibration"},
+            {"ceiling_detail", "float32 mm 1024x1024, best of 5"},
+            {"timing", "host"},
+            {"cpu_model", "Test CPU @ 2.0GHz"},
+            {"cpu_cores", "2"},
+            {"torch_threads", "1"},
+            {"blas", "libopenblas.so.0 (pthread)"}};
+  for (const TraceRooflineRow& r : rows) {
+    t.roofline.push_back(r);
+    t.rooflineIntervals.push_back(1);
+  }
+  return t;
+}
+
+Analysis analyzeTraces(const std::vector<analysis::RankTrace>& traces,
+                       const analysis::AnalysisOptions& options = analysis::AnalysisOptions()) {
+  return analysis::analyzeRun("mem", traces, {}, options);
+}
+
+const analysis::Recommendation* findRecommendation(const Analysis& a, const std::string& id) {
+  for (const analysis::Recommendation& r : a.roofline.recommendations) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+std::string evidence(const analysis::Recommendation& r, const std::string& key) {
+  for (const auto& [k, v] : r.evidence) {
+    if (k == key) return v;
+  }
+  return "<no " + key + ">";
+}
+
+std::string ids(const Analysis& a) {
+  std::string out;
+  for (const analysis::Recommendation& r : a.roofline.recommendations) out += r.id + " ";
+  return out;
+}
+
+const analysis::RooflineCell* findCell(const Analysis& a, const std::string& layer, Phase p, OpKind k) {
+  for (const analysis::RooflineCell& c : a.roofline.cells) {
+    if (c.layer == layer && c.phase == p && c.kind == k) return &c;
+  }
+  return nullptr;
+}
+
+// A forward of unfused attention in which each kind takes the given seconds; every kind sits at
+// 60% of its roof (100 GFLOP/s, 10 GB/s), matmuls compute-bound in bfloat16 (wide flops 0).
+std::vector<TraceRooflineRow> attentionRows(int layer, double qkv, double score, double softmax, double dropout,
+                                            double context, double output, double layout) {
+  std::vector<TraceRooflineRow> rows;
+  const auto matmul = [&](OpKind k, double s) {  // intensity 50: compute-bound, 6e10 flop/s
+    if (s > 0) rows.push_back(rooflineRow(layer, kFwd, k, 10, s, 6e10 * s, 6e10 * s / 50, 0));
+  };
+  const auto elementwise = [&](OpKind k, double s) {  // intensity 0.5: memory-bound, 3e9 flop/s = 60%
+    if (s > 0) rows.push_back(rooflineRow(layer, kFwd, k, 10, s, 3e9 * s, 6e9 * s, 3e9 * s));
+  };
+  matmul(OpKind::kQkvProjection, qkv);
+  matmul(OpKind::kScoreMatmul, score);
+  elementwise(OpKind::kSoftmax, softmax);
+  elementwise(OpKind::kDropout, dropout);
+  matmul(OpKind::kContextMatmul, context);
+  matmul(OpKind::kOutputProjection, output);
+  if (layout > 0) rows.push_back(rooflineRow(layer, kFwd, OpKind::kLayoutCopy, 10, layout, 0, 6e9 * layout));
+  return rows;
+}
+
+TEST(RunAnalysisTest, RooflinePointsMergeRanksAndWindowsAndClassify) {
+  std::vector<analysis::RankTrace> traces;
+  // Rank 0: score_matmul in two windows, 2e9 flop and 1e8 bytes in 0.05 s (0.04 s of it modelled);
+  // rank 1: the same work in 0.1 s. Softmax memory-bound, a layout copy that moves data only.
+  traces.push_back(rooflineRank(0, 2,
+                                {rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.03, 1e9, 5e7, 1e9, 0.02),
+                                 rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.02, 1e9, 5e7, 1e9, 0.02),
+                                 rooflineRow(1, kFwd, OpKind::kSoftmax, 3, 0.1, 1e8, 4e8),
+                                 rooflineRow(0, kBwd, OpKind::kLayoutCopy, 5, 0.05, 0, 1e8)}));
+  traces.push_back(rooflineRank(1, 2,
+                                {rooflineRow(1, kFwd, OpKind::kScoreMatmul, 6, 0.1, 2e9, 1e8, 2e9),
+                                 rooflineRow(1, kFwd, OpKind::kSoftmax, 3, 0.1, 1e8, 4e8),
+                                 rooflineRow(0, kBwd, OpKind::kLayoutCopy, 5, 0.05, 0, 1e8)}));
+  const Analysis a = analyzeTraces(traces);
+  ASSERT_TRUE(a.roofline.present);
+  EXPECT_EQ(a.roofline.ceilingRanks, 2);
+  EXPECT_DOUBLE_EQ(a.roofline.ceilings.peakFlopsPerSecond, 1e11);
+  EXPECT_DOUBLE_EQ(a.roofline.ceilings.ridge(), 10);
+  EXPECT_EQ(a.roofline.ceilings.source, "calibration");
+  EXPECT_EQ(a.roofline.timing, "host");
+  ASSERT_EQ(a.roofline.hardware.size(), 2u);
+  EXPECT_EQ(a.roofline.hardware[1].node, "node1");
+  EXPECT_EQ(a.roofline.hardware[1].blas, "libopenblas.so.0 (pthread)");
+  ASSERT_EQ(a.roofline.cells.size(), 3u);
+  // Ordered by layer, phase, kind.
+  EXPECT_EQ(a.roofline.cells[0].layer, "layers.0.attn");
+  EXPECT_EQ(a.roofline.cells[1].kind, OpKind::kScoreMatmul);
+  EXPECT_NEAR(a.roofline.attentionSeconds, 0.05 + 0.1 + 0.2 + 0.1, 1e-12);
+
+  const analysis::RooflineCell* score = findCell(a, "layers.1.attn", kFwd, OpKind::kScoreMatmul);
+  ASSERT_NE(score, nullptr);
+  EXPECT_EQ(score->ops, 12u);
+  EXPECT_DOUBLE_EQ(score->flops, 4e9);
+  EXPECT_DOUBLE_EQ(score->seconds, 0.15);
+  EXPECT_DOUBLE_EQ(score->modelledSeconds, 0.14);
+  EXPECT_EQ(score->point.bound, Bound::kCompute);  // 20 flop/B, ridge 10
+  EXPECT_NEAR(score->point.intensity, 20, 1e-9);
+  EXPECT_NEAR(score->point.fraction, 4e9 / 0.14 / 1e11, 1e-9);  // the rates divide by modelled time
+  ASSERT_EQ(score->rankFraction.size(), 2u);
+  EXPECT_NEAR(score->rankFraction[0], 2e9 / 0.04 / 1e11, 1e-9);
+  EXPECT_NEAR(score->rankFraction[1], 2e9 / 0.1 / 1e11, 1e-9);
+
+  const analysis::RooflineCell* softmax = findCell(a, "layers.1.attn", kFwd, OpKind::kSoftmax);
+  ASSERT_NE(softmax, nullptr);
+  EXPECT_EQ(softmax->point.bound, Bound::kMemory);  // 0.25 flop/B
+  EXPECT_NEAR(softmax->point.fraction, (2e8 / 0.2) / (0.25 * 1e10), 1e-9);
+
+  const analysis::RooflineCell* copy = findCell(a, "layers.0.attn", kBwd, OpKind::kLayoutCopy);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_EQ(copy->point.bound, Bound::kMemory);
+  EXPECT_NEAR(copy->point.fraction, (2e8 / 0.1) / 1e10, 1e-9);  // bytes per second over the bandwidth
+}
+
+TEST(RunAnalysisTest, RunCeilingsAreTheMedianOfTheRanksThatHaveThem) {
+  std::vector<analysis::RankTrace> traces;
+  const auto rows = attentionRows(0, 0.1, 0.1, 0.1, 0, 0.1, 0.1, 0);
+  traces.push_back(rooflineRank(0, 3, rows, "2.1.0", 1e11, 1e10));
+  traces.push_back(rooflineRank(1, 3, rows, "2.1.0", 2e11, 3e10));
+  traces.push_back(rooflineRank(2, 3, rows, "2.1.0", 0, 0));  // unknown: left out
+  const Analysis a = analyzeTraces(traces);
+  EXPECT_EQ(a.roofline.ceilingRanks, 2);
+  EXPECT_DOUBLE_EQ(a.roofline.ceilings.peakFlopsPerSecond, 1.5e11);
+  EXPECT_DOUBLE_EQ(a.roofline.ceilings.peakBytesPerSecond, 2e10);
+  EXPECT_FALSE(a.roofline.hardware[2].ceilings.known());
+  for (const analysis::RooflineCell& c : a.roofline.cells) {
+    EXPECT_TRUE(std::isnan(c.rankFraction[2])) << "a rank without ceilings has no fraction";
+    EXPECT_TRUE(std::isfinite(c.rankFraction[0]));
+  }
+}
+
+TEST(RunAnalysisTest, UnfusedAttentionIsRecommendedWithTheTorchVersionsFusedKernel) {
+  // softmax + dropout + layout copies: 0.4 of 1.0 s forward (above 30%).
+  const auto rows = attentionRows(0, 0.2, 0.1, 0.2, 0.1, 0.1, 0.2, 0.1);
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 2, rows, "1.13.1+cpu"), rooflineRank(1, 2, rows, "1.13.1+cpu")});
+    const analysis::Recommendation* r = findRecommendation(a, "unfused_attention");
+    ASSERT_NE(r, nullptr);
+    EXPECT_NE(r->suggestion.find("This torch (1.13) has no fused attention kernel for training; torch >= 2.0's "
+                                 "torch.nn.functional.scaled_dot_product_attention (used by nn.MultiheadAttention) "
+                                 "fuses scores, masking, softmax, dropout and context"),
+              std::string::npos)
+        << r->suggestion;
+    EXPECT_EQ(evidence(*r, "softmax share of forward"), "20%");
+    EXPECT_EQ(evidence(*r, "dropout share of forward"), "10%");
+    EXPECT_EQ(evidence(*r, "layout_copy share of forward"), "10%");
+    EXPECT_EQ(evidence(*r, "forward attention op time"), "2.00 s");
+    EXPECT_EQ(evidence(*r, "torch version"), "1.13.1+cpu");
+    EXPECT_NEAR(r->impact, 0.4, 1e-9);
+    EXPECT_EQ(r->layers, std::vector<std::string>{"layers.0.attn"});
+  }
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, rows, "2.1.0")});
+    const analysis::Recommendation* r = findRecommendation(a, "unfused_attention");
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->suggestion.rfind("Use torch.nn.functional.scaled_dot_product_attention", 0), 0u) << r->suggestion;
+  }
+  // Not without the evidence: the same parts at 20% of forward...
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, attentionRows(0, 0.3, 0.1, 0.1, 0.05, 0.1, 0.3, 0.05))});
+    EXPECT_EQ(findRecommendation(a, "unfused_attention"), nullptr);
+  }
+  // ...or a fused attention kernel that ran.
+  {
+    auto fused = rows;
+    fused.push_back(rooflineRow(1, kFwd, OpKind::kFusedAttention, 10, 0.1, 6e9, 6e9 / 50, 0));
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, fused)});
+    EXPECT_EQ(findRecommendation(a, "unfused_attention"), nullptr);
+  }
+}
+
+TEST(RunAnalysisTest, LowerPrecisionIsRecommendedForComputeBoundFloat32Matmuls) {
+  // Softmax etc. small, so only the matmuls matter; qkv in float32, compute-bound.
+  auto rows = attentionRows(0, 0, 0.1, 0.02, 0, 0.1, 0.1, 0);
+  rows.push_back(rooflineRow(0, kFwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.8e10));
+  rows.push_back(rooflineRow(0, kBwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.2e10));
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, rows)});
+    const analysis::Recommendation* r = findRecommendation(a, "lower_precision");
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(evidence(*r, "kind"), "qkv_projection");
+    EXPECT_EQ(evidence(*r, "bound"), "compute");
+    EXPECT_EQ(evidence(*r, "intensity"), "50 flop/B");
+    EXPECT_EQ(evidence(*r, "ridge"), "10 flop/B");
+    EXPECT_EQ(evidence(*r, "fraction of roof"), "60%");
+    EXPECT_EQ(evidence(*r, "float32/float64 share of flops"), "83%");
+    EXPECT_EQ(evidence(*r, "achieved"), "60.0 GFLOP/s of 100 GFLOP/s");
+    EXPECT_NE(r->suggestion.find(R"(torch.autocast(device_type="cpu", dtype=torch.bfloat16))"), std::string::npos);
+    EXPECT_NEAR(r->impact, 0.6 / 0.92, 1e-9);
+  }
+  // Not when the float32 share is below half...
+  {
+    auto low = rows;
+    low[low.size() - 2].wideFlops = 0.2e10;
+    low[low.size() - 1].wideFlops = 0.2e10;
+    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, low)}), "lower_precision"), nullptr);
+  }
+  // ...nor when the float32 matmul is memory-bound (intensity 5, ridge 10).
+  {
+    auto memory = rows;
+    memory[memory.size() - 2].bytes = 1.8e10 / 5;
+    memory[memory.size() - 1].bytes = 1.8e10 / 5;
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, memory)});
+    ASSERT_EQ(findCell(a, "layers.0.attn", kFwd, OpKind::kQkvProjection)->point.bound, Bound::kMemory);
+    EXPECT_EQ(findRecommendation(a, "lower_precision"), nullptr);
+  }
+}
+
+TEST(RunAnalysisTest, RankBelowItsCeilingIsNamedWithItsNode) {
+  // Three ranks with the same shapes; rank 2's score matmul takes 2.5x as long: 24% of its roof
+  // against 60% on the others (below 0.7 x 60%).
+  const auto rows = attentionRows(0, 0.1, 0.1, 0.02, 0, 0.1, 0.1, 0);
+  auto slow = rows;
+  for (TraceRooflineRow& r : slow) {
+    if (r.kind == OpKind::kScoreMatmul) r.seconds = r.modelledSeconds = 0.25;
+  }
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, slow)});
+    ASSERT_EQ(a.roofline.recommendations.size(), 1u) << ids(a);
+    const analysis::Recommendation& r = a.roofline.recommendations[0];
+    EXPECT_EQ(r.id, "rank_below_ceiling");
+    EXPECT_EQ(r.ranks, std::vector<int>{2});
+    EXPECT_EQ(evidence(r, "rank"), "2");
+    EXPECT_EQ(evidence(r, "node"), "node2");
+    EXPECT_EQ(evidence(r, "layer"), "layers.0.attn");
+    EXPECT_EQ(evidence(r, "kind"), "score_matmul");
+    EXPECT_EQ(evidence(r, "its fraction of its roof"), "24%");
+    EXPECT_EQ(evidence(r, "other ranks' median"), "60%");
+    EXPECT_EQ(evidence(r, "cells below"), "1 of 5");
+    EXPECT_NE(r.suggestion.find("A hardware or placement problem on rank 2 (node node2): thermal throttling"),
+              std::string::npos);
+  }
+  // Not at 0.75 of the others (45% of its roof against 60%)...
+  {
+    auto mild = rows;
+    for (TraceRooflineRow& r : mild) {
+      if (r.kind == OpKind::kScoreMatmul) r.seconds = r.modelledSeconds = 0.1 / 0.75;
+    }
+    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, mild)});
+    EXPECT_EQ(findRecommendation(a, "rank_below_ceiling"), nullptr);
+  }
+  // ...nor when the other ranks disagree (two slow ranks of three: nobody to blame).
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, slow), rooflineRank(2, 3, slow)});
+    EXPECT_EQ(findRecommendation(a, "rank_below_ceiling"), nullptr);
+  }
+  // ...nor with one rank.
+  EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, slow)}), "rank_below_ceiling"), nullptr);
+}
+
+TEST(RunAnalysisTest, MemoryBoundKindFarBelowItsRoofIsRecommended) {
+  // Layout copies: 20% of attention time at 10% of the bandwidth (1 GB/s of 10 GB/s).
+  auto rows = attentionRows(0, 0.3, 0.1, 0.05, 0, 0.1, 0.25, 0);
+  rows.push_back(rooflineRow(1, kBwd, OpKind::kLayoutCopy, 10, 0.15, 0, 1.5e8));
+  rows.push_back(rooflineRow(0, kFwd, OpKind::kLayoutCopy, 10, 0.05, 0, 0.5e8));
+  {
+    const Analysis a = analyzeTraces({rooflineRank(0, 1, rows)});
+    ASSERT_EQ(a.roofline.recommendations.size(), 1u) << ids(a);
+    const analysis::Recommendation& r = a.roofline.recommendations[0];
+    EXPECT_EQ(r.id, "memory_bound_far_below");
+    EXPECT_EQ(evidence(r, "kind"), "layout_copy");
+    EXPECT_EQ(evidence(r, "share of attention time"), "20%");
+    EXPECT_EQ(evidence(r, "bound"), "memory");
+    EXPECT_EQ(evidence(r, "achieved"), "1.00 GB/s of 10.0 GB/s");
+    EXPECT_EQ(evidence(r, "fraction of roof"), "10%");
+    EXPECT_EQ(r.layers, (std::vector<std::string>{"layers.0.attn", "layers.1.attn"}));
+    EXPECT_NE(r.suggestion.find(".contiguous()"), std::string::npos);
+  }
+  // Not at 30% of the bandwidth...
+  {
+    auto fast = rows;
+    fast[fast.size() - 2].bytes *= 3;
+    fast[fast.size() - 1].bytes *= 3;
+    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, fast)}), "memory_bound_far_below"), nullptr);
+  }
+  // ...nor at 5% of the attention time.
+  {
+    auto small = rows;
+    small.pop_back();
+    small.back().seconds = small.back().modelledSeconds = 0.04;
+    small.back().bytes = 0.4e8;
+    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, small)}), "memory_bound_far_below"), nullptr);
+  }
+}
+
+TEST(RunAnalysisTest, RecommendationsAreSortedByImpactAndReportedInHtmlAndJson) {
+  // Unfused attention (softmax, dropout, copies: 0.4 of 0.95 s) and lower precision for the float32
+  // projections (qkv and output: 0.35 of 0.95 s), on two layers and two ranks.
+  auto rows = attentionRows(0, 0.2, 0.1, 0.2, 0.1, 0.1, 0.15, 0.1);
+  for (TraceRooflineRow& r : rows) {
+    if (r.kind == OpKind::kQkvProjection || r.kind == OpKind::kOutputProjection) r.wideFlops = r.flops;
+  }
+  auto second = rows;
+  for (TraceRooflineRow& r : second) r.layer = 1;
+  rows.insert(rows.end(), second.begin(), second.end());
+  const Analysis a = analyzeTraces({rooflineRank(0, 2, rows, "1.13.1"), rooflineRank(1, 2, rows, "1.13.1")});
+  ASSERT_EQ(a.roofline.recommendations.size(), 2u) << ids(a);
+  EXPECT_EQ(a.roofline.recommendations[0].id, "unfused_attention");
+  EXPECT_NEAR(a.roofline.recommendations[0].impact, 0.4 / 0.95, 1e-9);
+  EXPECT_EQ(a.roofline.recommendations[1].id, "lower_precision");
+  EXPECT_NEAR(a.roofline.recommendations[1].impact, 0.35 / 0.95, 1e-9);
+
+  const std::string html = analysis::HtmlReport::render(a);
+  // One roofline plot per kind that computes (6 here; layout_copy moves data only: table only).
+  size_t plots = 0;
+  for (size_t pos = html.find(R"(<svg class="roofline")"); pos != std::string::npos;
+       pos = html.find(R"(<svg class="roofline")", pos + 1)) {
+    ++plots;
+  }
+  EXPECT_EQ(plots, 6u);
+  EXPECT_NE(html.find(R"(<svg class="roofline" data-kind="softmax")"), std::string::npos);
+  EXPECT_EQ(html.find(R"(data-kind="layout_copy")"), std::string::npos);
+  // Per plot: one point per (layer, phase): 2 layers, forward only.
+  const size_t soft = html.find(R"(data-kind="softmax")");
+  const size_t softEnd = html.find("</svg>", soft);
+  size_t points = 0;
+  for (size_t pos = html.find(R"(class="roofline-point")", soft); pos < softEnd;
+       pos = html.find(R"(class="roofline-point")", pos + 1)) {
+    ++points;
+  }
+  EXPECT_EQ(points, 2u);
+  EXPECT_NE(html.find("<title>layers.1.attn forward softmax"), std::string::npos);
+  EXPECT_NE(html.find("<h2>Roofline</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Recommendations"), std::string::npos);
+  EXPECT_NE(html.find(R"(class="recommendation" id="rec-unfused_attention")"), std::string::npos);
+  EXPECT_LT(html.find("rec-unfused_attention"), html.find("rec-lower_precision"));
+  EXPECT_NE(html.find("Test CPU @ 2.0GHz"), std::string::npos);
+
+  const std::string json = analysis::JsonReport::render(a);
+  EXPECT_NE(json.find(R"("roofline": {)"), std::string::npos);
+  EXPECT_NE(json.find(R"("peak_flops_per_second": 1e+11)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("id": "unfused_attention")"), std::string::npos);
+  EXPECT_LT(json.find(R"("id": "unfused_attention")"), json.find(R"("id": "lower_precision")"));
+  EXPECT_NE(json.find(R"("softmax share of forward": "21%")"), std::string::npos);
+  EXPECT_NE(json.find(R"({"layer": "layers.0.attn", "phase": "forward", "kind": "softmax", "ops": 20)"),
+            std::string::npos)
+      << json;
+}
+
+TEST(RunAnalysisTest, AbsurdRooflineFiguresAreReportedWithoutHangingOrInfinities) {
+  // Finite values the reader lets through, whose rates overflow, and absurd ceilings.
+  auto t = rooflineRank(0, 1, {rooflineRow(0, kFwd, OpKind::kSoftmax, 1, 1e-300, 1e300, 1e-300),
+                               rooflineRow(0, kBwd, OpKind::kSoftmax, 1, 1e-3, 1e6, 1e6)},
+                        "x.y", 1e-300, 1e300);
+  Analysis a = analyzeTraces({t});
+  EXPECT_FALSE(a.roofline.ceilings.known()) << "ceilings outside 1 to 1e21 per second are unknown";
+  std::string html = analysis::HtmlReport::render(a);
+  EXPECT_NE(html.find(R"(data-kind="softmax")"), std::string::npos);
+  t.meta["peak_flops_per_second"] = "1e21";
+  t.meta["peak_bytes_per_second"] = "1";
+  a = analyzeTraces({t});
+  ASSERT_TRUE(a.roofline.ceilings.known());
+  html = analysis::HtmlReport::render(a);
+  EXPECT_NE(html.find("class=\"roof-compute\""), std::string::npos);
+  EXPECT_EQ(analysis::JsonReport::render(a).find("inf"), std::string::npos);
+}
+
+TEST(RunAnalysisTest, TracesWithoutRooflineSayItInOneLine) {
+  TempDir dir;
+  for (int r = 0; r < 2; ++r) testdata::writeRank(dir.path(), r, 2, 2, 2, 10);
+  const Analysis a = analyzeDir(dir.path());
+  EXPECT_FALSE(a.roofline.present);
+  EXPECT_TRUE(a.roofline.cells.empty());
+  EXPECT_TRUE(a.roofline.recommendations.empty());
+  const std::string html = analysis::HtmlReport::render(a);
+  EXPECT_NE(html.find(R"(<p id="roofline-none">No roofline data in these traces)"), std::string::npos);
+  EXPECT_EQ(html.find(R"(<svg class="roofline")"), std::string::npos);
+  EXPECT_NE(analysis::JsonReport::render(a).find(R"("roofline": {"present": false)"), std::string::npos);
 }
 
 }  // namespace

@@ -136,6 +136,49 @@ TEST(TraceReaderTest, DirectoryYieldsGoodRanksAndNamesTheBadOnes) {
   EXPECT_EQ(error, "cannot read directory " + dir.file("nope") + ": No such file or directory");
 }
 
+TEST(TraceReaderTest, FileWithoutTheRooflineTableReadsWithNoRows) {
+  TempDir dir;
+  testdata::writeRank(dir.path(), 0, 1, 2, 2, 10);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE roofline", nullptr, nullptr, nullptr), SQLITE_OK);  // a file from before it
+  sqlite3_close(db);
+  RankTrace t;
+  std::string error;
+  ASSERT_TRUE(readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
+  EXPECT_EQ(t.steps.size(), 20u);
+  EXPECT_TRUE(t.roofline.empty());
+  EXPECT_EQ(t.badRooflineRows, 0u);
+}
+
+TEST(TraceReaderTest, RooflineRowsOutOfRangeAreLeftOutAndCounted) {
+  TempDir dir;
+  testdata::writeRank(dir.path(), 0, 1, 2, 1, 10);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "INSERT INTO roofline VALUES(1, 0, 0, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // good
+                         "INSERT INTO roofline VALUES(1, 0, 3, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // phase 3
+                         "INSERT INTO roofline VALUES(1, 0, 0, 9, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // kind 9
+                         "INSERT INTO roofline VALUES(1, -1, 0, 2, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // layer -1
+                         "INSERT INTO roofline VALUES(1, 0, 0, 3, -5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // ops < 0
+                         "INSERT INTO roofline VALUES(1, 0, 0, 4, 5, -0.5, 0, 1e9, 1e8, 1e9);"    // seconds < 0
+                         "INSERT INTO roofline VALUES(1, 0, 0, 5, 5, 0.5, 0.5, NULL, 1e8, 0);"    // flops NULL
+                         "INSERT INTO roofline VALUES(1, 0, 0, 6, 5, 0.5, 0.5, 1e999, 1e8, 0);"   // flops inf
+                         "INSERT INTO roofline VALUES(1, 0, 0, 7, 5, 0.5, 0.9, 1e9, 1e8, 0);"     // modelled > all
+                         "INSERT INTO roofline VALUES(1, 0, 0, 8, 5, 0.5, 0.5, 1e9, 1e8, 2e9);"   // wide > flops
+                         "INSERT INTO roofline VALUES(2, 1, 1, 0, 5, 0.5, 0.5, 'x', 1e8, 0);",    // flops text
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  RankTrace t;
+  std::string error;
+  ASSERT_TRUE(readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
+  ASSERT_EQ(t.roofline.size(), 1u);
+  EXPECT_EQ(t.roofline[0].kind, OpKind::kScoreMatmul);
+  EXPECT_EQ(t.badRooflineRows, 10u);
+}
+
 TEST(TraceReaderTest, ImageInMemoryReadsLikeTheFile) {
   TempDir dir;
   testdata::writeRank(dir.path(), 0, 1, 2, 2, 20);

@@ -52,6 +52,55 @@ TEST(TraceStoreTest, WhatIsCommittedReadsBack) {
   EXPECT_EQ(t.badSteps, 0u);
 }
 
+TEST(TraceStoreTest, RooflineRowsAndHardwareMetaReadBackUnderTheWindowsInterval) {
+  TempDir dir;
+  std::string error;
+  auto store = TraceStore::open(dir.path(), 0, 64 << 20, &error);
+  ASSERT_NE(store, nullptr) << error;
+  TraceInterval in;
+  in.meta = testdata::meta(0, 1);
+  for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
+           {"peak_flops_per_second", "1.25e+11"}, {"peak_bytes_per_second", "2e+10"},
+           {"ceiling_source", "calibration"}, {"ceiling_detail", "float32 mm 1024x1024, best of 5"},
+           {"timing", "host"}, {"cpu_model", "Test CPU"}, {"cpu_cores", "2"}, {"torch_threads", "1"},
+           {"blas", "libopenblas.so.0 (pthread)"}}) {
+    in.meta.push_back(kv);
+  }
+  in.layerNames = testdata::layerNames(2);
+  in.haveWindow = true;
+  in.roofline.push_back(testdata::rooflineRow(0, Phase::kForward, OpKind::kScoreMatmul, 12, 0.5, 3e9, 1e8, 2e9, 0.4));
+  in.roofline.push_back(testdata::rooflineRow(1, Phase::kBackward, OpKind::kLayoutCopy, 7, 0.25, 0, 5e7));
+  ASSERT_TRUE(store->commit(in, &error)) << error;  // interval 1
+  in.meta.clear();
+  in.roofline = {testdata::rooflineRow(0, Phase::kRecompute, OpKind::kSoftmax, 3, 0.125, 1e6, 4e6)};
+  ASSERT_TRUE(store->commit(in, &error)) << error;  // interval 2
+  store.reset();
+  analysis::RankTrace t;
+  ASSERT_TRUE(analysis::readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
+  ASSERT_EQ(t.windows.size(), 2u);
+  ASSERT_EQ(t.roofline.size(), 3u);
+  ASSERT_EQ(t.rooflineIntervals, (std::vector<uint64_t>{1, 1, 2}));
+  EXPECT_EQ(t.windows[1].interval, 2u);
+  const TraceRooflineRow& a = t.roofline[0];
+  EXPECT_EQ(a.layer, 0);
+  EXPECT_EQ(a.phase, Phase::kForward);
+  EXPECT_EQ(a.kind, OpKind::kScoreMatmul);
+  EXPECT_EQ(a.ops, 12u);
+  EXPECT_DOUBLE_EQ(a.seconds, 0.5);
+  EXPECT_DOUBLE_EQ(a.modelledSeconds, 0.4);
+  EXPECT_DOUBLE_EQ(a.flops, 3e9);
+  EXPECT_DOUBLE_EQ(a.bytes, 1e8);
+  EXPECT_DOUBLE_EQ(a.wideFlops, 2e9);
+  EXPECT_EQ(t.roofline[1].kind, OpKind::kLayoutCopy);
+  EXPECT_EQ(t.roofline[1].phase, Phase::kBackward);
+  EXPECT_EQ(t.roofline[1].flops, 0.0);
+  EXPECT_EQ(t.roofline[2].phase, Phase::kRecompute);
+  EXPECT_EQ(t.badRooflineRows, 0u);
+  EXPECT_EQ(t.meta["peak_flops_per_second"], "1.25e+11");
+  EXPECT_EQ(t.meta["ceiling_source"], "calibration");
+  EXPECT_EQ(t.meta["blas"], "libopenblas.so.0 (pthread)");
+}
+
 TEST(TraceStoreTest, FindingsAndRoundsOfRankZeroAreKept) {
   TempDir dir;
   std::string error;

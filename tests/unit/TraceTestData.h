@@ -65,6 +65,21 @@ inline std::vector<std::pair<std::string, std::string>> meta(int rank, int world
           {"config", "{\"aggregation\": \"gloo\"}"}};
 }
 
+inline TraceRooflineRow rooflineRow(int layer, Phase phase, OpKind kind, uint64_t ops, double seconds, double flops,
+                                    double bytes, double wideFlops = -1, double modelledSeconds = -1) {
+  TraceRooflineRow r;
+  r.layer = layer;
+  r.phase = phase;
+  r.kind = kind;
+  r.ops = ops;
+  r.seconds = seconds;
+  r.modelledSeconds = modelledSeconds < 0 ? seconds : modelledSeconds;
+  r.flops = flops;
+  r.bytes = bytes;
+  r.wideFlops = wideFlops < 0 ? flops : wideFlops;
+  return r;
+}
+
 // Writes one rank's trace: `intervals` commits of `stepsPerInterval` steps, 10 ms apart from
 // t = 1000 s, with a window summary each; `stopped` adds stop_unix at the end.
 inline void writeRank(const std::string& dir, int rank, int world, int layers, int intervals,

@@ -6,6 +6,7 @@
 
 #include "attnscope/analysis/TraceReader.h"
 #include "attnscope/core/OpKind.h"
+#include "attnscope/core/Roofline.h"
 
 namespace attnscope {
 namespace analysis {
@@ -22,6 +23,22 @@ struct AnalysisOptions {
   // by at least minOutlierBytes) is a memory outlier.
   double memoryFactor = 1.5;
   int64_t minOutlierBytes = 1 << 20;
+
+  // Recommendations from the roofline cells (docs/ANALYSIS.md):
+  // unfused_attention: no fused_attention op ran and softmax + dropout + layout_copy take more
+  // than this share of the forward attention op time.
+  double unfusedShare = 0.30;
+  // lower_precision: a matmul kind, compute-bound, with at least this share of its flops in
+  // float32/float64.
+  double wideFlopsShare = 0.5;
+  // rank_below_ceiling: a rank's fraction of its roof below this × the median of the other ranks'
+  // (each of which is itself at or above this × that median: the others agree).
+  double rankFractionRatio = 0.7;
+  // memory_bound_far_below: a memory-bound kind with more than this share of the attention op
+  // time...
+  double memoryBoundShare = 0.10;
+  // ...reaching less than this fraction of its roof.
+  double memoryBoundFraction = 0.20;
 };
 
 enum class RankStatus { kOk, kStoppedEarly, kSkipped, kMissing };
@@ -80,6 +97,59 @@ struct LayerPhaseRow {
   int64_t maxPeakBytes = 0;
 };
 
+// One rank's machine, from its trace's metadata (empty: the rank did not say).
+struct RankHardware {
+  int rank = -1;
+  std::string node;
+  Ceilings ceilings;          // peak_flops_per_second, peak_bytes_per_second, ceiling_source/_detail
+  std::string timing;         // "host" or "device": what the roofline seconds measure
+  std::string cpuModel, cpuCores, torchThreads, blas;
+  std::string gpuName, gpuDriver, gpuMemoryBytes;  // only with a GPU
+  std::string torchVersion;
+};
+
+// One (layer, phase, op kind) on the roofline: its cells summed over every rank and window.
+struct RooflineCell {
+  std::string layer;
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  uint64_t ops = 0;
+  double seconds = 0;          // all its ops
+  double modelledSeconds = 0;  // the ops with a formula: the rates divide by this
+  double flops = 0, bytes = 0, wideFlops = 0;
+  // rooflinePoint(flops, bytes, modelledSeconds) against the run's ceilings.
+  RooflinePoint point;
+  // Per rank (index as in Analysis::ranks): the rank's own sums against its own ceilings; NaN where
+  // the rank has no modelled ops of the cell or no ceilings.
+  std::vector<double> rankFraction;
+};
+
+// Something to change, with the figures that support it.
+struct Recommendation {
+  std::string id;          // unfused_attention, lower_precision, rank_below_ceiling, memory_bound_far_below
+  std::string title;
+  std::string suggestion;
+  std::vector<std::pair<std::string, std::string>> evidence;  // key, value as shown
+  std::vector<int> ranks;            // ranks concerned (empty: all)
+  std::vector<std::string> layers;   // layers concerned (empty: all)
+  double impact = 0;                 // share of the attention op time concerned (sort key)
+};
+
+struct RooflineAnalysis {
+  bool present = false;     // any roofline row in any rank's trace
+  // The run's ceilings: per figure, the median of the ranks that have one. source is the ranks'
+  // common source ("mixed" when they differ), detail the first such rank's.
+  Ceilings ceilings;
+  int ceilingRanks = 0;     // ranks with known ceilings
+  std::string timing;       // the ranks' common timing ("mixed" when they differ)
+  std::string torchVersion; // the first rank's that states one
+  std::vector<RankHardware> hardware;  // one per rank with a trace, in rank order
+  std::vector<RooflineCell> cells;     // by layer (first-seen order), phase, kind
+  double attentionSeconds = 0;         // all cells' seconds: the attention op time
+  uint64_t badRows = 0;                // rows the reader left out, all ranks
+  std::vector<Recommendation> recommendations;  // largest impact first
+};
+
 // The whole run, merged from every readable rank file.
 struct Analysis {
   std::string traceDir;
@@ -101,6 +171,7 @@ struct Analysis {
   double threshold = 0;
   uint64_t totalSteps = 0;
   std::vector<std::string> layerNames;  // in first-seen order
+  RooflineAnalysis roofline;
 
   bool anythingSkipped() const { return !skipped.empty() || !missingRanks.empty(); }
 };

@@ -8,6 +8,7 @@
 
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
 namespace analysis {
@@ -64,6 +65,11 @@ struct RankTrace {
   std::vector<TraceWindowRow> windows;
   std::vector<TraceRoundRow> rounds;
   std::vector<TraceFindingRow> findings;
+  // The roofline cells of every interval ("roofline" table; none in files written before it, or
+  // with the roofline off). rooflineIntervals[i] is the interval roofline[i] belongs to.
+  std::vector<TraceRooflineRow> roofline;
+  std::vector<uint64_t> rooflineIntervals;
+  uint64_t badRooflineRows = 0;     // rows with a key or value out of range (left out)
   uint64_t badSteps = 0;            // step records that did not decode (left out)
   std::string firstBadStep;         // why the first of them did not
 
