@@ -1,6 +1,10 @@
 // A small transformer trained with LibTorch, instrumented with attnscope through its public API.
 //
 //   ATTNSCOPE_SUMMARY_JSON=/tmp/s-{rank}.json build/examples/train_transformer --layers 4 --steps 20
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <cstdlib>
@@ -31,21 +35,49 @@ struct Options {
   double stallAfterS = 0;  // ... this many seconds into training ...
   double stallForS = 0;    // ... for this long: a hang, for hang detection
   bool quiet = false;
+  int64_t contendRank = -1;  // this rank shares its core with a busy thread (a shared node)
 };
+
+// --contend-rank: pins the calling thread and a spinning thread of its own to the last CPU the
+// process may use, so the training thread gets about half of one core: the same ops at about half
+// speed, as on a node shared with another job. Returns false (and pins nothing) with one CPU.
+bool startContention(std::thread* spinner, std::atomic<bool>* stop) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return false;
+  int last = -1;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) last = c;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(last, &one);
+  if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return false;
+  *spinner = std::thread([one, stop] {
+    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+    volatile uint64_t x = 0;
+    while (!stop->load(std::memory_order_relaxed)) x = x + 1;
+  });
+  return true;
+}
 
 void usage(std::ostream& out) {
   out << "usage: train_transformer [--layers N] [--d-model N] [--heads N] [--seq N] [--batch N]\n"
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
          "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
          "                         [--timeout-s S] [--grad-sync gloo|none] [--duration-s S]\n"
-         "                         [--stall-rank R --stall-after-s S --stall-for-s T] [--quiet]\n"
+         "                         [--stall-rank R --stall-after-s S --stall-for-s T]\n"
+         "                         [--contend-rank R] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
          "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced over a c10d Gloo group.\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
          "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
          "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n"
-         "--stall-rank R makes rank R stop stepping for T seconds after S seconds (a hang).\n";
+         "--stall-rank R makes rank R stop stepping for T seconds after S seconds (a hang).\n"
+         "--contend-rank R pins rank R's training thread to one CPU together with a busy thread of\n"
+         "its own (after attnscope measured its ceilings): the same ops at about half speed, as on\n"
+         "a node shared with another job.\n";
 }
 
 int64_t intArg(const std::string& flag, const char* value, int64_t lo, int64_t hi) {
@@ -102,6 +134,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--stall-rank") o.stallRank = intArg(flag, v, 0, 1 << 24);
     else if (flag == "--stall-after-s") o.stallAfterS = realArg(flag, v, 0.0, 1e7);
     else if (flag == "--stall-for-s") o.stallForS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--contend-rank") o.contendRank = intArg(flag, v, 0, 1 << 24);
     else if (flag == "--grad-sync") {
       const std::string mode = v;
       if (mode != "gloo" && mode != "none") {
@@ -164,6 +197,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.threads > 0) at::set_num_threads(static_cast<int>(o.threads));
+  std::thread spinner;
+  std::atomic<bool> stopSpinner{false};
+  if (o.contendRank == rank && !startContention(&spinner, &stopSpinner)) {
+    std::cerr << "train_transformer: rank " << rank << ": --contend-rank needs at least 2 CPUs; running uncontended\n";
+  }
   torch::manual_seed(o.seed);  // the same initial model on every rank
 
   examples::Model model(o.model);
@@ -207,5 +245,7 @@ int main(int argc, char** argv) {
     status = 3;
   }
   attnscope::stop();
+  stopSpinner = true;
+  if (spinner.joinable()) spinner.join();
   return status;
 }

@@ -363,7 +363,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
     }
     for (size_t r = 0; r < numRanks; ++r) {
       if (flags[r].empty()) continue;
-      double seconds = 0;
+      double seconds = 0, rankSeconds = 0;
+      for (size_t i = 0; i < out.cells.size(); ++i) rankSeconds += cellRanks[i][r].seconds;
       const Flag* top = nullptr;
       std::set<std::string> where;
       for (const Flag& x : flags[r]) {
@@ -372,6 +373,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
         if (top == nullptr || s > cellRanks[top->cell][r].seconds) top = &x;
         where.insert(out.cells[x.cell].layer);
       }
+      if (!(rankSeconds > 0) || seconds < options.rankBelowShare * rankSeconds) continue;
       const RooflineCell& c = out.cells[top->cell];
       const int rank = a->ranks[r].rank;
       const std::string node = a->ranks[r].node.empty() ? "unknown" : a->ranks[r].node;
@@ -397,6 +399,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       rec.evidence.emplace_back("other ranks' median", text::percent(top->others));
       rec.evidence.emplace_back(
           "cells below", std::to_string(flags[r].size()) + " of " + std::to_string(compared[r]));
+      rec.evidence.emplace_back("their share of its attention op time", text::percent(seconds / rankSeconds));
       rec.evidence.emplace_back("its ceilings", ceilingsText(rankCeilings[r]));
       rec.ranks = {rank};
       rec.layers = layerList(where);

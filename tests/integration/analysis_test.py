@@ -12,6 +12,8 @@ Cases:
   trace_disk_full    a file size limit makes trace writes fail: logged once, training finishes
   html_chromium      the HTML report rendered by headless Chromium: screenshot, DOM, no console
                      errors
+  contended_rank2    2 ranks, rank 1 shares its core with a busy thread (--contend-rank): the report's
+                     rank_below_ceiling recommendation names rank 1 (and only it) with its evidence
   compare_attention  examples/compare_attention on short sequences: complete table, memory grows
                      quadratically, roofline columns (flops equal the hand count), HTML with plots
 """
@@ -313,6 +315,26 @@ def case_html_chromium(tmp):
     if os.environ.get("ANALYSIS_TEST_SCREENSHOT_COPY"):
         shutil.copy(shot, os.environ["ANALYSIS_TEST_SCREENSHOT_COPY"])
     print(f"screenshot {shot}: {len(rows[0])}x{len(rows)}, banner at y={banner[0]}..{banner[-1]}, {len(colors)} colours")
+
+
+def case_contended_rank2(tmp):
+    if len(os.sched_getaffinity(0)) < 2:
+        print("SKIPPED: --contend-rank needs 2 CPUs")
+        return 77
+    env = base_env(tmp, 1.0)
+    procs = spawn_ranks(2, env, ["--threads", "1", "--steps", "100000000", "--duration-s", "12",
+                                 "--contend-rank", "1"], tmp)
+    check(wait_all(procs, deadline=120) == [0, 0], "ranks failed")
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 0, f"analyze exit {p.returncode}")
+    recs = report["roofline"]["recommendations"]
+    below = [r for r in recs if r["id"] == "rank_below_ceiling"]
+    check([r["ranks"] for r in below] == [[1]], f"rank_below_ceiling: {below}")
+    ev = below[0]["evidence"]
+    for key in ("rank", "node", "layer", "kind", "its fraction of its roof", "other ranks' median"):
+        check(key in ev, f"evidence lacks {key}: {ev}")
+    check(ev["rank"] == "1", f"evidence names rank {ev['rank']}")
+    print(f"rank_below_ceiling: {below[0]['title']}; evidence {ev}")
 
 
 def case_compare_attention(tmp):

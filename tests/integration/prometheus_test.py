@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """Prometheus export end to end: real ranks, a real Prometheus server, a real push gateway.
-Usage: prometheus_test.py CASE EXAMPLE_BINARY SOURCE_DIR
+Usage: prometheus_test.py CASE EXAMPLE_BINARY SOURCE_DIR ANALYZE_BINARY
 
 Cases:
   scrape4_straggler  4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1; Prometheus
                      scrapes them through the file_sd file rank 0 writes: every endpoint is clean
                      for `promtool check metrics`, series of every rank arrive, rank 2's straggler
                      score is the highest and above the threshold, histograms are well formed,
-                     every query of launch/grafana/attnscope.json returns data, and a /control
-                     request to rank 0 changes the sample rate of all 4 ranks
+                     every query of launch/grafana/attnscope.json returns data, a /control
+                     request to rank 0 changes the sample rate of all 4 ranks, and the roofline
+                     Prometheus holds (intensity, bound per rank, layer, phase and op kind) is the
+                     one attnscope-analyze reports from the ranks' traces
   auth_push_control  1 rank whose port is taken (falls back to a free one), with basic auth, a push
                      gateway and runtime control: unauthenticated scrapes get 401, the fallback is
                      exported, /control changes the sample rate, the last push has the final step
@@ -26,7 +28,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-CASE, EXAMPLE, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
+CASE, EXAMPLE, SOURCE, ANALYZE = sys.argv[1:5]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ranks import TINY, check, free_ports  # noqa: E402
@@ -110,6 +112,7 @@ def case_scrape4_straggler(tmp):
     env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1",
                ATTNSCOPE_PORT=str(metrics_port), ATTNSCOPE_FILE_SD=targets, ATTNSCOPE_JOB="scrape-test",
                ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token",
+               ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "trace"),
                OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     cmd = [os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "4", "--master_port", str(master),
            "--no_python", EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "75",
@@ -183,10 +186,64 @@ def case_scrape4_straggler(tmp):
         wait_for("attnscope_sample_every 3 on all 4 ranks", lambda: {
             r["metric"]["rank"] for r in prom.query('attnscope_sample_every{job="scrape-test"} == 3')} == all_ranks, 30)
         print("control: sample_every=3 sent to rank 0, in force on all 4 ranks")
+
+        # The roofline as Prometheus holds it: per (rank, layer, phase, op kind) flops, bytes, bound.
+        def roofline_series():
+            cells = {}
+            for name, field in (("attnscope_roofline_flops_total", "flops"),
+                                ("attnscope_roofline_bytes_total", "bytes")):
+                for r in prom.query(f'{name}{{job="scrape-test"}}'):
+                    m = r["metric"]
+                    cells.setdefault((m["rank"], m["layer"], m["phase"], m["op_kind"]), {})[field] = float(r["value"][1])
+            for r in prom.query('attnscope_roofline_bound{job="scrape-test"} == 1'):
+                m = r["metric"]
+                cells.setdefault((m["rank"], m["layer"], m["phase"], m["op_kind"]), {})["bound"] = m["bound"]
+            ridge = {r["metric"]["rank"]: float(r["value"][1]) for r in prom.query(
+                'attnscope_roofline_peak_flops_per_second{job="scrape-test"} / ignoring(source) '
+                'attnscope_roofline_peak_bytes_per_second{job="scrape-test"}')}
+            return (cells, ridge) if {k[0] for k in cells} == all_ranks and set(ridge) == all_ranks else None
+        scraped, ridge = wait_for("roofline series of every rank", roofline_series, 20)
     finally:
         code = job.wait(timeout=120)
         prom.stop()
     check(code == 0, f"torchrun exit {code}; see {tmp}/job.log")
+
+    # The post-run report, from the trace files the same ranks wrote: the same ceilings per rank, the
+    # same op kinds, the same arithmetic intensity (flops/bytes: shapes do not change over the run,
+    # so it does not depend on which windows each side saw), and the same bound for every rank and
+    # cell (the report's intensity against the rank's ceilings as its trace recorded them).
+    report = os.path.join(tmp, "report.json")
+    p = subprocess.run([ANALYZE, os.path.join(tmp, "trace"), "--json", report], capture_output=True, text=True,
+                       timeout=120)
+    check(p.returncode == 0, f"attnscope-analyze exit {p.returncode}: {p.stderr[-1500:]}")
+    roof = json.load(open(report))["roofline"]
+    points = {(pt["layer"], pt["phase"], pt["kind"]): pt for pt in roof["points"]}
+    report_ridge = {str(h["rank"]): h["peak_flops_per_second"] / h["peak_bytes_per_second"] for h in roof["hardware"]}
+    for rank in all_ranks:
+        check(abs(report_ridge[rank] / ridge[rank] - 1) < 1e-6,
+              f"rank {rank}: ridge {ridge[rank]} in Prometheus, {report_ridge[rank]} in the report")
+    compared = bounds = 0
+    for (rank, layer, phase, kind), c in sorted(scraped.items()):
+        if c.get("bytes", 0) <= 0:
+            continue
+        pt = points.get((layer, phase, kind))
+        check(pt is not None, f"{layer} {phase} {kind} is in Prometheus, not in the report")
+        intensity = c["flops"] / c["bytes"]
+        check(abs(intensity - pt["intensity"]) <= 1e-4 * max(1.0, intensity),
+              f"{layer} {phase} {kind}: intensity {intensity} in Prometheus, {pt['intensity']} in the report")
+        compared += 1
+        if "bound" in c and abs(pt["intensity"] / report_ridge[rank] - 1) > 1e-3:
+            expected = "memory" if pt["intensity"] < report_ridge[rank] else "compute"
+            check(c["bound"] == expected, f"rank {rank} {layer} {phase} {kind}: {c['bound']}-bound in Prometheus, "
+                                          f"{expected}-bound from the report's intensity and the rank's ceilings")
+            bounds += 1
+    kinds = {k[3] for k in scraped}
+    check({"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"} <= kinds,
+          f"op kinds in Prometheus: {sorted(kinds)}")
+    check(compared >= 40 and bounds >= 40, f"only {compared} intensities and {bounds} bounds compared")
+    check(roof["recommendations"], "the report makes no recommendation")
+    print(f"roofline: {compared} (rank, layer, phase, op kind) intensities and {bounds} bounds agree between "
+          f"Prometheus and the report; recommendations: {[r['id'] for r in roof['recommendations']]}")
 
 
 def case_auth_push_control(tmp):

@@ -34,6 +34,9 @@ struct AnalysisOptions {
   // rank_below_ceiling: a rank's fraction of its roof below this × the median of the other ranks'
   // (each of which is itself at or above this × that median: the others agree).
   double rankFractionRatio = 0.7;
+  // ...in cells that make up at least this share of that rank's attention op time (one slow cell
+  // of tiny ops is noise; a hardware problem slows most of them).
+  double rankBelowShare = 0.25;
   // memory_bound_far_below: a memory-bound kind with more than this share of the attention op
   // time...
   double memoryBoundShare = 0.10;
