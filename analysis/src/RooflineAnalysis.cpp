@@ -440,17 +440,25 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
             "(scaled_dot_product_attention) or torch.compile does them in one pass without writing "
             "the "
             "intermediates.";
+      } else if (kind == OpKind::kQkvProjection || kind == OpKind::kScoreMatmul ||
+                 kind == OpKind::kContextMatmul || kind == OpKind::kOutputProjection) {
+        r.suggestion =
+            "These matmuls are too small for the hardware: at this intensity the bandwidth roof "
+            "allows far more, so the time goes to per-op overhead (dispatch, kernel launch, "
+            "threading) rather than to data or arithmetic. Give each op more work (a larger "
+            "batch, all heads in one bmm), or let one fused attention kernel "
+            "(scaled_dot_product_attention) do scores, softmax and context together.";
       } else {
         r.suggestion =
             "It moves far less data per second than the memory can: fuse its elementwise work with "
-            "its "
-            "neighbours (torch.compile, a fused kernel) and avoid intermediate copies.";
+            "its neighbours (torch.compile, a fused kernel) and avoid intermediate copies.";
       }
       r.evidence.emplace_back("kind", opKindName(kind));
       r.evidence.emplace_back("share of attention time", text::percent(share));
       r.evidence.emplace_back("bound", boundName(p.bound));
       r.evidence.emplace_back("achieved", achievedText(p, out.ceilings));
       r.evidence.emplace_back("fraction of roof", text::percent(p.fraction));
+      if (s.ops > 0) r.evidence.emplace_back("time per op", text::seconds(s.seconds / static_cast<double>(s.ops)));
       if (s.flops > 0) {
         r.evidence.emplace_back("intensity", flopsPerByte(p.intensity));
         r.evidence.emplace_back("ridge", flopsPerByte(out.ceilings.ridge()));
