@@ -312,5 +312,12 @@ int main(int argc, char** argv) {
     std::printf("  attention scope (enter + exit, sampled step): %.1f ns; on an unsampled step: "
                 "%.1f ns\n", collector.ns("BM_EmptyScope"), collector.ns("BM_ScopeUnsampledStep"));
   }
+  {
+    const double off = collector.ns("BM_OpInsideScope/alloc:0/roofline:0");
+    const double on = collector.ns("BM_OpInsideScope/alloc:0/roofline:1");
+    std::printf("  roofline (argument shapes read, cost looked up in the shape cache): %+.1f ns per "
+                "real op inside a scope on a sampled step (%.1f vs %.1f ns, op included)\n",
+                on - off, on, off);
+  }
   return 0;
 }
