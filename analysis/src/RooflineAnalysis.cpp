@@ -14,13 +14,9 @@
 namespace attnscope {
 namespace analysis {
 namespace detail {
-namespace {
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-constexpr size_t kMaxMetaText = 200;  // metadata strings are shown, not trusted: cut long ones
 
 double median(std::vector<double> v) {
-  if (v.empty()) return kNaN;
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   const size_t mid = v.size() / 2;
   std::nth_element(v.begin(), v.begin() + mid, v.end());
   const double hi = v[mid];
@@ -28,6 +24,11 @@ double median(std::vector<double> v) {
   const double lo = *std::max_element(v.begin(), v.begin() + mid);
   return 0.5 * (lo + hi);
 }
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr size_t kMaxMetaText = 200;  // metadata strings are shown, not trusted: cut long ones
 
 std::string metaText(const RankTrace& t, const char* key) {
   const auto it = t.meta.find(key);

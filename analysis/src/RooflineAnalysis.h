@@ -1,6 +1,7 @@
 #pragma once
 
 #include <map>
+#include <vector>
 
 #include "attnscope/analysis/RunAnalysis.h"
 
@@ -13,6 +14,9 @@ namespace detail {
 // set (their order indexes the per-rank figures and the cells).
 void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const AnalysisOptions& options,
                      Analysis* a);
+
+// Median of v (the mean of the two middle values for an even count); NaN when v is empty.
+double median(std::vector<double> v);
 
 }  // namespace detail
 }  // namespace analysis
