@@ -102,23 +102,16 @@ class Pusher {
          const std::string& credentials, std::shared_ptr<MetricsSnapshot> snapshot);
   ~Pusher();
   void request();
-  // A last push, waited for at most `timeoutSeconds`; a thread still stuck is left behind.
+  // A last push, waited for at most `timeoutSeconds`; a thread still stuck is left behind. It
+  // holds its own share of the state (gateway, snapshot, counters), so it may outlive the Pusher.
   void finish(double timeoutSeconds);
-  uint64_t pushes() const { return pushes_.load(); }
-  uint64_t errors() const { return errors_.load(); }
+  uint64_t pushes() const;
+  uint64_t errors() const;
 
  private:
-  void run();
-  std::shared_ptr<MetricsSnapshot> snapshot_;
-  std::unique_ptr<prometheus::Gateway> gateway_;
-  std::string url_;
-  std::atomic<uint64_t> pushes_{0};
-  std::atomic<uint64_t> errors_{0};
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  uint64_t requested_ = 0;
-  uint64_t done_ = 0;
-  bool stopping_ = false;
+  struct State;
+  static void run(const std::shared_ptr<State>& state);
+  std::shared_ptr<State> state_;
   bool finished_ = false;
   std::thread thread_;
 };
