@@ -76,7 +76,8 @@ struct LayerStats {
 // Not thread-safe: the owner serialises access.
 class ATTNSCOPE_API StatsTable {
  public:
-  explicit StatsTable(int64_t maxLayers = 1024) : maxLayers_(maxLayers) {}
+  StatsTable() = default;
+  explicit StatsTable(int64_t maxLayers) : maxLayers_(maxLayers) {}
 
   // Id of a layer name, registering it on first use; -1 once maxLayers names are known.
   int32_t layerId(const std::string& name);
@@ -105,7 +106,7 @@ class ATTNSCOPE_API StatsTable {
   uint64_t droppedCalls() const { return droppedCalls_; }
 
  private:
-  int64_t maxLayers_;
+  int64_t maxLayers_ = 1024;
   std::vector<LayerStats> layers_;
   std::unordered_map<std::string, int32_t> ids_;
   uint64_t droppedCalls_ = 0;
