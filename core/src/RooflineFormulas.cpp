@@ -8,8 +8,10 @@
 #include "attnscope/core/Roofline.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <limits>
+#include <string>
 
 namespace attnscope {
 
@@ -48,6 +50,14 @@ class Hasher {
 
 int clampedCount(int count) { return std::clamp(count, 0, OpArgs::kMaxArgs); }
 
+// A tensor's sizes up to its dimension, its element size, dtype class and contiguity.
+void hashShape(const TensorShape& s, Hasher* h) {
+  h->add(s.dim);
+  const int d = std::min<int>(s.dim, TensorShape::kMaxDims);
+  for (int j = 0; j < d; ++j) h->add(static_cast<uint64_t>(s.sizes[j]));
+  h->add(static_cast<uint64_t>(s.elementSize) | (s.floating ? 0x100u : 0u) | (s.contiguous ? 0x200u : 0u));
+}
+
 }  // namespace
 
 // Only what the formulas can read is hashed: the fields that belong to the argument's type and,
@@ -62,15 +72,9 @@ uint64_t OpArgs::signature() const {
     h.add(static_cast<uint64_t>(a.type));
     switch (a.type) {
       case OpArg::Type::kTensor:
-      case OpArg::Type::kTensorList: {
-        const TensorShape& s = a.shape;
-        h.add(s.dim);
-        const int d = std::min<int>(s.dim, TensorShape::kMaxDims);
-        for (int j = 0; j < d; ++j) h.add(static_cast<uint64_t>(s.sizes[j]));
-        h.add(static_cast<uint64_t>(s.elementSize) | (s.floating ? 0x100u : 0u) |
-              (s.contiguous ? 0x200u : 0u));
+      case OpArg::Type::kTensorList:
+        hashShape(a.shape, &h);
         break;
-      }
       case OpArg::Type::kInt:
       case OpArg::Type::kBool:
         h.add(static_cast<uint64_t>(a.intValue));
@@ -82,11 +86,21 @@ uint64_t OpArgs::signature() const {
         h.add(bits);
         break;
       }
+      case OpArg::Type::kString:
       case OpArg::Type::kNone:
       case OpArg::Type::kOther:
         break;
     }
   }
+  const int text = std::min<int>(textLength, kMaxText);
+  h.add(static_cast<uint64_t>(text));
+  for (int i = 0; i < text; i += 8) {  // eight characters a word; the last word zero-padded
+    uint64_t word = 0;
+    std::memcpy(&word, this->text.data() + i, static_cast<size_t>(std::min(8, text - i)));
+    h.add(word);
+  }
+  h.add(listCount);
+  for (int i = 0; i < std::min<int>(listCount, kMaxListShapes); ++i) hashShape(list[i], &h);
   return h.value();
 }
 
@@ -602,6 +616,128 @@ bool sdpa(const OpArgs& a, Sdpa which, Costs* c) {
   return true;
 }
 
+// einsum(equation, tensors) with one or two operands: every index letter gets its size from the
+// operands (a size-1 dimension broadcasts), "..." stands for the broadcast leading dimensions,
+// and without "->" the output is the letters used once, in alphabetical order. With `total` the
+// product of all index sizes (the iteration space) and `out` the output's elements: two operands
+// cost 2·total flops when an index is summed (a multiply-add per term, as for mm), total when
+// none is (an outer or elementwise product); one operand costs total − out adds of its sums and
+// is a view (nothing moved) when nothing is summed. Bytes: the operands and the output. Backward
+// of two operands: each floating operand's gradient is an einsum over the same indices, reading
+// the output gradient and the other operand. Three or more operands are not modelled (the cost
+// depends on the contraction path torch picks).
+bool einsum(const OpArgs& a, Costs* c) {
+  if (!isType(a, 0, Type::kString) || !isType(a, 1, Type::kTensorList)) return false;
+  const int operands = a.listCount;
+  if (operands < 1 || operands > 2 || operands > OpArgs::kMaxListShapes) return false;
+  std::string eq;
+  for (int i = 0; i < std::min<int>(a.textLength, OpArgs::kMaxText); ++i) {
+    if (a.text[i] != ' ') eq += a.text[i];
+  }
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::string terms[2];
+  const size_t comma = lhs.find(',');
+  terms[0] = lhs.substr(0, comma);
+  if (comma != std::string::npos) terms[1] = lhs.substr(comma + 1);
+  if ((comma == std::string::npos ? 1 : 2) != operands || terms[1].find(',') != std::string::npos) return false;
+
+  std::array<int64_t, 128> size;  // per letter; -1 unseen
+  size.fill(-1);
+  std::array<int, 128> uses{};
+  TensorShape ellipsis;  // the broadcast of the operands' "..." dimensions
+  ellipsis.dim = 0;
+  bool anyEllipsis = false;
+  double operandElems[2] = {1, 1};  // each operand's index space (its distinct letters and "...")
+  for (int t = 0; t < operands; ++t) {
+    const TensorShape& shape = a.list[t];
+    if (!validShape(shape)) return false;
+    std::string letters = terms[t];
+    const size_t dots = letters.find("...");
+    if (dots != std::string::npos) letters.erase(dots, 3);
+    for (char ch : letters) {
+      if (!std::isalpha(static_cast<unsigned char>(ch))) return false;
+    }
+    const int named = static_cast<int>(letters.size());
+    const int rest = shape.dim - named;
+    if (rest < 0 || (dots == std::string::npos && rest != 0)) return false;
+    if (dots != std::string::npos) {
+      anyEllipsis = true;
+      TensorShape mine;
+      mine.dim = static_cast<uint8_t>(rest);
+      for (int d = 0; d < rest; ++d) mine.sizes[d] = shape.sizes[static_cast<size_t>(dots) + d];
+      TensorShape merged;
+      if (!broadcast(ellipsis, mine, &merged)) return false;
+      ellipsis = merged;
+    }
+    std::array<bool, 128> seen{};
+    for (int i = 0; i < named; ++i) {
+      const int ch = letters[i];
+      const int dimIndex = i < static_cast<int>(dots) || dots == std::string::npos ? i : i + rest;
+      const int64_t n = shape.sizes[dimIndex];
+      int64_t& known = size[ch];
+      if (known == -1 || known == 1) {
+        known = n;
+      } else if (n != known && n != 1) {
+        return false;
+      }
+      if (!seen[ch]) operandElems[t] *= static_cast<double>(n);
+      seen[ch] = true;
+      ++uses[ch];
+    }
+    if (dots != std::string::npos) {
+      double e = 1;
+      for (int d = 0; d < rest; ++d) e *= static_cast<double>(shape.sizes[static_cast<size_t>(dots) + d]);
+      operandElems[t] *= e;
+    }
+  }
+  const double ellipsisElems = anyEllipsis ? elems(ellipsis) : 1;
+  double total = ellipsisElems;
+  for (int ch = 0; ch < 128; ++ch) {
+    if (size[ch] >= 0) total *= static_cast<double>(size[ch]);
+  }
+  double out = 1;
+  if (arrow != std::string::npos) {
+    std::string rhs = eq.substr(arrow + 2);
+    const size_t dots = rhs.find("...");
+    if (dots != std::string::npos) {
+      if (!anyEllipsis) return false;
+      rhs.erase(dots, 3);
+      out *= ellipsisElems;
+    }
+    std::array<bool, 128> seen{};
+    for (char ch : rhs) {
+      const int i = static_cast<unsigned char>(ch);
+      if (i >= 128 || size[i] < 0 || seen[i]) return false;
+      seen[i] = true;
+      out *= static_cast<double>(size[i]);
+    }
+  } else {
+    out = ellipsisElems;
+    for (int ch = 0; ch < 128; ++ch) {
+      if (uses[ch] == 1) out *= static_cast<double>(size[ch]);
+    }
+  }
+  const int outEs = a.list[0].elementSize;
+  const double outBytes = out * outEs;
+  const bool summed = total > out;
+  if (operands == 1) {
+    if (!summed) return true;  // a permutation or diagonal: a view
+    c->fw.flops += total - out;
+    c->fw.bytes += bytesOf(a.list[0]) + outBytes;
+    if (a.list[0].floating) c->bw.bytes += outBytes + bytesOf(a.list[0]);  // dOut broadcast back
+    return true;
+  }
+  c->fw.flops += summed ? 2 * total : total;
+  c->fw.bytes += bytesOf(a.list[0]) + bytesOf(a.list[1]) + outBytes;
+  for (int t = 0; t < 2; ++t) {
+    if (!a.list[t].floating) continue;
+    c->bw.flops += total > operandElems[t] ? 2 * total : total;
+    c->bw.bytes += outBytes + bytesOf(a.list[1 - t]) + bytesOf(a.list[t]);
+  }
+  return true;
+}
+
 // _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
 // proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type): the q, k, v
 // projections (with bias), attention over num_head heads, the output projection (with bias).
@@ -651,6 +787,7 @@ enum class F : uint8_t {
   kBaddbmm,
   kMatmul,
   kLinear,
+  kEinsum,
   kView,
   kReshape,
   kContiguous,
@@ -693,7 +830,6 @@ struct Entry {
   F formula;
 };
 
-// einsum is deliberately absent: its equation string is not captured, so its shape is unknown.
 constexpr Entry kOps[] = {
     {"mm", F::kMm},
     {"bmm", F::kBmm},
@@ -703,6 +839,7 @@ constexpr Entry kOps[] = {
     {"baddbmm_", F::kBaddbmm},
     {"matmul", F::kMatmul},
     {"linear", F::kLinear},
+    {"einsum", F::kEinsum},
     // views: metadata only
     {"t", F::kView},
     {"t_", F::kView},
@@ -819,6 +956,8 @@ bool evaluate(F f, const OpArgs& a, Costs* c) {
       return matmul(a, c);
     case F::kLinear:
       return linear(a, c);
+    case F::kEinsum:
+      return einsum(a, c);
     case F::kView:
       return view(a, c);
     case F::kReshape:

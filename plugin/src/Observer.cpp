@@ -83,6 +83,9 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
   const auto inputs = fn.inputs();
   const int n = static_cast<int>(std::min<size_t>(inputs.size(), OpArgs::kMaxArgs));
   out->count = n;
+  out->textLength = 0;
+  out->listCount = 0;
+  bool listSeen = false;
   *requiresGrad = false;
   const auto fillShape = [](const at::Tensor& t, TensorShape* s) {
     const auto sizes = t.sizes();
@@ -114,10 +117,17 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
       const auto list = v.toTensorList();
       a.type = OpArg::Type::kTensorList;
       int64_t total = 0;
+      const bool first = !listSeen;
+      listSeen = true;
+      if (first) out->listCount = static_cast<uint8_t>(std::min<size_t>(list.size(), 255));
       for (size_t j = 0; j < list.size(); ++j) {
         const at::Tensor t = list.get(j);
-        if (!t.defined()) continue;
+        if (!t.defined()) {
+          if (first) out->listCount = 0;  // a list with holes: no per-tensor shapes
+          continue;
+        }
         if (total == 0) fillShape(t, &a.shape);
+        if (first && j < static_cast<size_t>(OpArgs::kMaxListShapes)) fillShape(t, &out->list[j]);
         total += t.numel();
         if (t.requires_grad()) *requiresGrad = true;
       }
@@ -134,6 +144,12 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
     } else if (v.isDouble()) {
       a.type = OpArg::Type::kDouble;
       a.doubleValue = v.toDouble();
+    } else if (v.isString() && out->textLength == 0 &&
+               v.toStringRef().size() <= static_cast<size_t>(OpArgs::kMaxText)) {
+      const std::string& text = v.toStringRef();
+      a.type = OpArg::Type::kString;
+      std::memcpy(out->text.data(), text.data(), text.size());
+      out->textLength = static_cast<uint8_t>(text.size());
     } else {
       a.type = OpArg::Type::kOther;
     }

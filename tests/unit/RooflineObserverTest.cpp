@@ -133,6 +133,37 @@ TEST_F(RooflineObserverTest, FlopsOfForwardAndBackwardMatchTheFormulas) {
   EXPECT_DOUBLE_EQ(evalFwd->flops, scoreFlops);
 }
 
+// Attention written with einsum (as many model codebases do): the equation and the operands'
+// shapes are read from the real call, and the scores and context cells get the matmul counts.
+TEST_F(RooflineObserverTest, EinsumAttentionIsCountedFromItsEquation) {
+  start(quietConfig());
+  const int64_t batch = 2, heads = 4, seq = 32, d = 16;
+  auto q = torch::randn({batch, heads, seq, d}, torch::requires_grad());
+  torch::Tensor out;
+  {
+    AttentionScope scope("attn");
+    auto scores = torch::einsum("bhqd,bhkd->bhqk", {q, q});
+    out = torch::einsum("bhqk,bhkd->bhqd", {torch::softmax(scores, -1), q});
+  }
+  out.sum().backward();
+  attnscope::step();
+  const StatsTable stats = statistics();
+  const double matmulFlops = 2.0 * batch * heads * seq * seq * d;  // both einsums: same index space
+  const CellStats* score = findKind(stats, "attn", Phase::kForward, OpKind::kScoreMatmul);
+  const CellStats* context = findKind(stats, "attn", Phase::kForward, OpKind::kContextMatmul);
+  ASSERT_NE(score, nullptr);
+  ASSERT_NE(context, nullptr);
+  EXPECT_DOUBLE_EQ(score->flops, matmulFlops);
+  EXPECT_DOUBLE_EQ(context->flops, matmulFlops);
+  const double qBytes = 4.0 * batch * heads * seq * d, sBytes = 4.0 * batch * heads * seq * seq;
+  EXPECT_DOUBLE_EQ(score->moved, qBytes + qBytes + sBytes);
+  EXPECT_DOUBLE_EQ(context->moved, sBytes + qBytes + qBytes);
+  EXPECT_GT(score->modelledSeconds, 0.0);
+  const CellStats* scoreBwd = findKind(stats, "attn", Phase::kBackward, OpKind::kScoreMatmul);
+  ASSERT_NE(scoreBwd, nullptr);
+  EXPECT_DOUBLE_EQ(scoreBwd->flops, 2 * matmulFlops);
+}
+
 // A pure copy and a large matmul, each in a layer of its own, against the calibrated ceilings.
 TEST_F(RooflineObserverTest, CopyIsMemoryBoundAndLargeMatmulComputeBound) {
   start(quietConfig());

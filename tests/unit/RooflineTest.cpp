@@ -474,10 +474,94 @@ TEST(RooflineFormulas, AtenPrefixIsOptional) {
   expectUnmodelled("MM", args);
 }
 
-TEST(RooflineFormulas, EinsumAndUnknownOpsAreUnmodelled) {
-  const OpArgs args = A({Other(), List(24)});
-  expectUnmodelled("aten::einsum", args);
-  expectUnmodelled("einsum", A({T({2, 3}), T({3, 4})}));
+// einsum(equation, [operands]): the equation in OpArgs::text, the operands' shapes in OpArgs::list.
+OpArgs Einsum(const std::string& equation, std::initializer_list<OpArg> operands) {
+  OpArg text;
+  text.type = Type::kString;
+  int64_t total = 0;
+  OpArgs args;
+  for (const OpArg& o : operands) {
+    if (args.listCount < OpArgs::kMaxListShapes) args.list[args.listCount] = o.shape;
+    ++args.listCount;
+    total += o.shape.numel();
+  }
+  args.args[0] = text;
+  args.args[1] = List(total, operands.begin()->shape.elementSize);
+  args.count = 2;
+  for (size_t i = 0; i < equation.size(); ++i) args.text[i] = equation[i];
+  args.textLength = static_cast<uint8_t>(equation.size());
+  return args;
+}
+
+TEST(RooflineFormulas, EinsumScoresAreABatchedMatmul) {
+  // bhqd,bhkd->bhqk on q [2,4,16,8], k [2,4,32,8]: total = 2·4·16·32·8 = 32768 index points,
+  // out = 2·4·16·32 = 4096; d is summed: 2 × 32768 = 65536 flops (bmm of [8,16,8]·[8,8,32]).
+  // bytes (1024 + 2048 + 4096) × 4 = 28672. Backward: dq and dk each 65536 flops, each reading
+  // dOut (4096) and the other operand and writing its gradient: (4096 + 2048 + 1024) × 4 twice.
+  const OpArgs args = Einsum("bhqd,bhkd->bhqk", {T({2, 4, 16, 8}), T({2, 4, 32, 8})});
+  EXPECT_COSTS("aten::einsum", args, 65536, 28672, 131072, 57344);
+  const OpCosts bmm = opCosts("bmm", A({T({8, 16, 8}), T({8, 8, 32})}));
+  const OpCosts e = opCosts("einsum", args);
+  EXPECT_DOUBLE_EQ(e.forward.flops, bmm.forward.flops);
+  EXPECT_DOUBLE_EQ(e.forward.bytes, bmm.forward.bytes);
+  EXPECT_DOUBLE_EQ(e.backward.flops, bmm.backward.flops);
+  EXPECT_DOUBLE_EQ(e.backward.bytes, bmm.backward.bytes);
+  EXPECT_DOUBLE_EQ(e.forward.wideFlops, 65536);
+  // Spaces are ignored; half precision halves the bytes and is not wide.
+  const OpCosts half = opCosts("einsum", Einsum(" bhqd, bhkd -> bhqk", {Half({2, 4, 16, 8}), Half({2, 4, 32, 8})}));
+  EXPECT_DOUBLE_EQ(half.forward.flops, 65536);
+  EXPECT_DOUBLE_EQ(half.forward.bytes, 14336);
+  EXPECT_DOUBLE_EQ(half.forward.wideFlops, 0);
+}
+
+TEST(RooflineFormulas, EinsumImplicitOutputAndEllipsis) {
+  // ij,jk (implicit output ik) on [3,4], [4,5]: total 60, out 15; 120 flops, (12 + 20 + 15) × 4.
+  // Backward: each (15 + other + own) × 4: (15 + 20 + 12) × 4 + (15 + 12 + 20) × 4 = 376.
+  EXPECT_COSTS("einsum", Einsum("ij,jk", {T({3, 4}), T({4, 5})}), 120, 188, 240, 376);
+  // ...qd,...kd->...qk on [2,4,16,8] and [4,32,8]: "..." broadcasts [2,4] with [4] to 8;
+  // total 8·16·32·8 = 32768, out 8·16·32 = 4096: 65536 flops, (1024 + 1024 + 4096) × 4 = 24576.
+  // Backward: (4096 + 1024 + 1024) × 4 twice = 49152.
+  EXPECT_COSTS("einsum", Einsum("...qd,...kd->...qk", {T({2, 4, 16, 8}), T({4, 32, 8})}), 65536, 24576,
+               131072, 49152);
+  // A size-1 dimension broadcasts: ij,jk on [3,4], [1,5] is j = 4 for the first, 1 for the second.
+  EXPECT_COSTS("einsum", Einsum("ij,jk->ik", {T({3, 4}), T({1, 5})}), 120, (12 + 5 + 15) * 4, 240,
+               2 * (15 + 5 + 12) * 4);
+}
+
+TEST(RooflineFormulas, EinsumWithoutASumAndWithOneOperand) {
+  // ij,ij->ij on [3,4]: nothing summed, 12 multiplies; (12 + 12 + 12) × 4 bytes. Backward: each
+  // gradient 12 multiplies (its index space is the whole space), (12 + 12 + 12) × 4 each.
+  EXPECT_COSTS("einsum", Einsum("ij,ij->ij", {T({3, 4}), T({3, 4})}), 12, 144, 24, 288);
+  // i,j->ij (outer product) on [3], [4]: 12 multiplies, (3 + 4 + 12) × 4; backward each gradient
+  // sums over the other's index: 2 × 12 flops each, (12 + 4 + 3) × 4 + (12 + 3 + 4) × 4.
+  EXPECT_COSTS("einsum", Einsum("i,j->ij", {T({3}), T({4})}), 12, 76, 48, 152);
+  // ij->i on [3,4]: 12 − 3 = 9 adds, (12 + 3) × 4; backward broadcasts dOut: (3 + 12) × 4, no flops.
+  EXPECT_COSTS("einsum", Einsum("ij->i", {T({3, 4})}), 9, 60, 0, 60);
+  // ij->ji and ii->i are views: modelled, nothing moved.
+  EXPECT_COSTS("einsum", Einsum("ij->ji", {T({3, 4})}), 0, 0, 0, 0);
+  EXPECT_COSTS("einsum", Einsum("ii->i", {T({3, 3})}), 0, 0, 0, 0);
+  // ii (implicit: no letter used once) is the trace: its index space is the diagonal, 3 − 1 = 2
+  // adds; the operand counts whole (9 × 4) with the scalar output (4).
+  EXPECT_COSTS("einsum", Einsum("ii", {T({3, 3})}), 2, 40, 0, 40);
+}
+
+TEST(RooflineFormulas, EinsumItCannotCountIsUnmodelled) {
+  expectUnmodelled("einsum", A({Other(), List(24)}));                   // the equation not captured
+  expectUnmodelled("einsum", A({T({2, 3}), T({3, 4})}));                // not einsum's arguments
+  expectUnmodelled("einsum", Einsum("ij,jk,kl->il", {T({2, 3}), T({3, 4}), T({4, 5})}));  // path-dependent
+  expectUnmodelled("einsum", Einsum("ij,jk->ik", {T({3, 4}), T({5, 6})}));  // j is 4 and 5
+  expectUnmodelled("einsum", Einsum("ijk,jk->i", {T({3, 4}), T({4, 5})}));  // 3 letters, 2 dims
+  expectUnmodelled("einsum", Einsum("ij,jk->iz", {T({3, 4}), T({4, 5})}));  // z is no input's
+  expectUnmodelled("einsum", Einsum("ij,jk->...ik", {T({3, 4}), T({4, 5})}));  // no input "..."
+  expectUnmodelled("einsum", Einsum("ij,jk->ii", {T({3, 4}), T({4, 5})}));  // output letter twice
+  expectUnmodelled("einsum", Einsum("i1,1k->ik", {T({3, 4}), T({4, 5})}));  // not a letter
+  expectUnmodelled("einsum", Einsum("ij->i", {T({3, 4}), T({3, 4})}));  // one term, two operands
+  OpArgs truncated = Einsum("ij,jk->ik", {T({3, 4}), T({4, 5})});
+  truncated.listCount = 3;  // a list longer than the shapes kept
+  expectUnmodelled("einsum", truncated);
+}
+
+TEST(RooflineFormulas, UnknownOpsAreUnmodelled) {
   expectUnmodelled("aten::frobnicate", A({T({2, 3})}));
   expectUnmodelled("", A({T({2, 3})}));
   expectUnmodelled(nullptr, A({T({2, 3})}));
@@ -485,6 +569,7 @@ TEST(RooflineFormulas, EinsumAndUnknownOpsAreUnmodelled) {
 
 // Every op name the formulas know, for the robustness sweep.
 const char* const kAllOps[] = {"mm",
+                               "einsum",
                                "bmm",
                                "addmm",
                                "addmm_",
@@ -669,6 +754,20 @@ TEST(OpArgsSignature, ChangesWithWhatTheFormulasRead) {
   differs("a type", [](OpArgs& c) { c.args[2].type = Type::kBool; });
   differs("the count", [](OpArgs& c) { c.count = 4; });
   differs("operands swapped", [](OpArgs& c) { std::swap(c.args[0], c.args[1]); });
+}
+
+TEST(OpArgsSignature, EinsumEquationAndOperandShapesCount) {
+  const OpArgs base = Einsum("bhqd,bhkd->bhqk", {T({2, 4, 16, 8}), T({2, 4, 32, 8})});
+  const uint64_t h = base.signature();
+  OpArgs same = Einsum("bhqd,bhkd->bhqk", {T({2, 4, 16, 8}), T({2, 4, 32, 8})});
+  same.text[20] = 'x';  // beyond the text's length: not read
+  EXPECT_EQ(same.signature(), h);
+  EXPECT_NE(Einsum("bhqd,bhkd->bhkq", {T({2, 4, 16, 8}), T({2, 4, 32, 8})}).signature(), h);
+  // The same total elements in another split between the operands:
+  EXPECT_NE(Einsum("bhqd,bhkd->bhqk", {T({2, 4, 32, 8}), T({2, 4, 16, 8})}).signature(), h);
+  // A nine-character equation differs from its eight-character prefix (the zero-padded word).
+  EXPECT_NE(Einsum("ij,jk->ik", {T({3, 4}), T({4, 5})}).signature(),
+            Einsum("ij,jk->i", {T({3, 4}), T({4, 5})}).signature());
 }
 
 // ---- rooflinePoint -----------------------------------------------------------------------------

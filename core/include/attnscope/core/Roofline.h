@@ -35,7 +35,8 @@ struct OpArg {
     kInt,
     kDouble,
     kBool,
-    kOther,       // anything else (strings, scalars of other types, generators, ...)
+    kString,      // the op's first string argument, its text in OpArgs::text (einsum's equation)
+    kOther,       // anything else (other or longer strings, scalars of other types, generators, ...)
   };
   Type type = Type::kOther;
   TensorShape shape;    // kTensor, kTensorList
@@ -46,8 +47,17 @@ struct OpArg {
 // The first kMaxArgs positional arguments of one op.
 struct OpArgs {
   static constexpr int kMaxArgs = 8;
+  static constexpr int kMaxText = 63;
+  static constexpr int kMaxListShapes = 2;
   std::array<OpArg, kMaxArgs> args{};
   int count = 0;
+  // The text of the kString argument (a string longer than kMaxText is kOther instead).
+  std::array<char, kMaxText> text;
+  uint8_t textLength = 0;
+  // The tensors of the first kTensorList argument, each with its own shape (einsum's operands);
+  // listCount is the list's length, which may exceed kMaxListShapes (then only the first are here).
+  std::array<TensorShape, kMaxListShapes> list{};
+  uint8_t listCount = 0;
 
   const OpArg* tensor(int i) const {  // args[i] when it is a tensor, else null
     return i < count && args[i].type == OpArg::Type::kTensor ? &args[i] : nullptr;
