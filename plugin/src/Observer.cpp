@@ -73,6 +73,7 @@ struct ThreadState {
     OpCosts costs;
   };
   std::vector<std::vector<ShapeEntry>> shapes;
+  OpArgs args;  // reused by every read: readArgs sets what the formulas and the signature read
   uint64_t shapeReads = 0;    // flushed to the session with overheadTicks
   uint64_t shapeChanges = 0;
 };
@@ -160,7 +161,7 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
 // change since the same op of the same (layer, phase) last ran; the backward estimate is added
 // to the frame when the op's inputs require grad.
 void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const char* name) {
-  OpArgs args;
+  OpArgs& args = t.args;
   bool requiresGrad = false;
   readArgs(fn, &args, &requiresGrad);
   ++t.shapeReads;
