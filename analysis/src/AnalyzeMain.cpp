@@ -1,11 +1,12 @@
 // attnscope-analyze: merges every rank's trace store file and writes the straggler report.
 //
 //   attnscope-analyze TRACE_DIR [--html FILE] [--json FILE] [--perfetto FILE] [--threshold X]
-//                     [--windows N] [--bins N] [--quiet]
+//                     [--windows N] [--bins N] [--quiet] [--unfused-share X ...]
 //
 // Exit status: 0 every rank of the run was analysed; 1 the report was written but a rank file was
 // skipped (corrupt, truncated, unreadable) or missing; 2 bad usage, no readable rank file, or an
 // output that could not be written.
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +37,27 @@ constexpr char kUsage[] =
     "  --windows N      ...for at least N consecutive time bins (default 3)\n"
     "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
     "  --quiet          no summary on stdout\n"
-    "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
+    "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
+constexpr char kUsageEnd[] = "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
+
+// "--unfused-share" for "unfused_share".
+std::string flagOf(const RecommendationThreshold& t) {
+  std::string flag = std::string("--") + t.name;
+  for (char& ch : flag) ch = ch == '_' ? '-' : ch;
+  return flag;
+}
+
+std::string usage() {
+  std::string u = kUsage;
+  for (const RecommendationThreshold& t : recommendationThresholds()) {
+    std::string flag = flagOf(t) + " X";
+    flag.resize(std::max<size_t>(flag.size() + 1, 26), ' ');
+    char defaults[32];
+    std::snprintf(defaults, sizeof defaults, " (default %g)", AnalysisOptions{}.*t.field);
+    u += "  " + flag + t.help + defaults + "\n";
+  }
+  return u + kUsageEnd;
+}
 
 struct Args {
   std::string dir, html, json, perfetto;
@@ -72,7 +93,7 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << kUsage;
+      std::cout << usage();
       std::exit(0);
     }
     if (flag == "--quiet") {
@@ -92,7 +113,14 @@ Args parse(int argc, char** argv) {
     else if (flag == "--threshold") a.options.threshold = number(flag, v, 1.01, 100);
     else if (flag == "--windows") a.options.minBins = integer(flag, v, 1, 1000);
     else if (flag == "--bins") a.options.bins = integer(flag, v, 1, 10000);
-    else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+    else {
+      const RecommendationThreshold* threshold = nullptr;
+      for (const RecommendationThreshold& t : recommendationThresholds()) {
+        if (flag == flagOf(t)) threshold = &t;
+      }
+      if (threshold == nullptr) throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+      a.options.*threshold->field = number(flag, v, threshold->lo, threshold->hi);
+    }
   }
   if (a.dir.empty()) throw std::invalid_argument("TRACE_DIR is missing (the run's ATTNSCOPE_TRACE_DIR)");
   return a;
@@ -148,7 +176,7 @@ int main(int argc, char** argv) {
   try {
     args = parse(argc, argv);
   } catch (const std::invalid_argument& e) {
-    std::cerr << "attnscope-analyze: " << e.what() << "\n" << kUsage;
+    std::cerr << "attnscope-analyze: " << e.what() << "\n" << usage();
     return 2;
   }
   const auto began = std::chrono::steady_clock::now();

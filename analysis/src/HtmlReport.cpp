@@ -487,7 +487,11 @@ void rooflineSection(std::ostringstream& o, const Analysis& a) {
 void recommendations(std::ostringstream& o, const Analysis& a) {
   const RooflineAnalysis& r = a.roofline;
   if (!r.present) return;
-  o << "<h2>Recommendations</h2>\n";
+  o << "<h2>Recommendations</h2>\n<p class=\"sub\" id=\"thresholds\">Thresholds:";
+  for (size_t i = 0; i < r.thresholds.size(); ++i) {
+    o << (i ? ", " : " ") << html(r.thresholds[i].first) << " " << fmt("%.4g", r.thresholds[i].second);
+  }
+  o << " (attnscope-analyze --help).</p>\n";
   if (r.recommendations.empty()) {
     o << "<p id=\"recommendations-none\">None: no rule's thresholds were met (docs/ANALYSIS.md lists them).</p>\n";
     return;

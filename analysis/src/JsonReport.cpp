@@ -151,7 +151,11 @@ void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
     << ",\n    \"ceilings\": {\"peak_flops_per_second\": " << positiveOrNull(c.peakFlopsPerSecond)
     << ", \"peak_bytes_per_second\": " << positiveOrNull(c.peakBytesPerSecond)
     << ", \"ridge_flops_per_byte\": " << positiveOrNull(c.ridge()) << ", \"source\": " << jsonString(c.source)
-    << ", \"detail\": " << jsonString(c.detail) << ", \"ranks\": " << r.ceilingRanks << "},\n    \"hardware\": [";
+    << ", \"detail\": " << jsonString(c.detail) << ", \"ranks\": " << r.ceilingRanks << "},\n    \"thresholds\": {";
+  for (size_t i = 0; i < r.thresholds.size(); ++i) {
+    o << (i ? ", " : "") << jsonString(r.thresholds[i].first) << ": " << jsonNumber(r.thresholds[i].second, "%.4g");
+  }
+  o << "},\n    \"hardware\": [";
   for (size_t i = 0; i < r.hardware.size(); ++i) {
     const RankHardware& h = r.hardware[i];
     o << (i ? ",\n" : "\n") << "      {\"rank\": " << h.rank << ", \"node\": " << jsonString(h.node)

@@ -106,6 +106,7 @@ std::string achievedText(const RooflinePoint& p, const Ceilings& c) {
 void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const AnalysisOptions& options,
                      Analysis* a) {
   RooflineAnalysis& out = a->roofline;
+  for (const RecommendationThreshold& t : recommendationThresholds()) out.thresholds.emplace_back(t.name, options.*t.field);
   const size_t numRanks = a->ranks.size();
   std::map<int, size_t> rowOf;
   for (size_t i = 0; i < numRanks; ++i) rowOf[a->ranks[i].rank] = i;
@@ -477,5 +478,24 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
 }
 
 }  // namespace detail
+
+const std::vector<RecommendationThreshold>& recommendationThresholds() {
+  static const std::vector<RecommendationThreshold> kThresholds = {
+      {"unfused_share", &AnalysisOptions::unfusedShare, 0, 1,
+       "unfused_attention: softmax + dropout + copies above this share of forward time"},
+      {"wide_flops_share", &AnalysisOptions::wideFlopsShare, 0, 1,
+       "lower_precision: compute-bound matmuls with at least this share of float32/64 flops"},
+      {"rank_fraction_ratio", &AnalysisOptions::rankFractionRatio, 0, 1,
+       "rank_below_ceiling: a rank below this x the others' median share of the roof"},
+      {"rank_below_share", &AnalysisOptions::rankBelowShare, 0, 1,
+       "rank_below_ceiling: ...in cells of at least this share of its attention time"},
+      {"memory_bound_share", &AnalysisOptions::memoryBoundShare, 0, 1,
+       "memory_bound_far_below: a memory-bound kind above this share of attention time"},
+      {"memory_bound_fraction", &AnalysisOptions::memoryBoundFraction, 0, 1,
+       "memory_bound_far_below: ...reaching less than this fraction of its roof"},
+  };
+  return kThresholds;
+}
+
 }  // namespace analysis
 }  // namespace attnscope

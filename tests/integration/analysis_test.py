@@ -335,6 +335,23 @@ def case_contended_rank2(tmp):
         check(key in ev, f"evidence lacks {key}: {ev}")
     check(ev["rank"] == "1", f"evidence names rank {ev['rank']}")
     print(f"rank_below_ceiling: {below[0]['title']}; evidence {ev}")
+    check(report["roofline"]["thresholds"]["rank_fraction_ratio"] == 0.7,
+          f"thresholds: {report['roofline']['thresholds']}")
+    # The same trace with a stricter threshold: the rank is no longer named, and the report says
+    # which thresholds it applied.
+    p, strict, _ = analyze(tmp, "--rank-fraction-ratio", "0.05")
+    check(p.returncode == 0, f"analyze --rank-fraction-ratio exit {p.returncode}")
+    check(strict["roofline"]["thresholds"]["rank_fraction_ratio"] == 0.05,
+          f"thresholds: {strict['roofline']['thresholds']}")
+    check(not [r for r in strict["roofline"]["recommendations"] if r["id"] == "rank_below_ceiling"],
+          f"rank_below_ceiling at ratio 0.05: {strict['roofline']['recommendations']}")
+    with open(os.path.join(tmp, "report.html")) as f:
+        check("rank_fraction_ratio 0.05" in f.read(), "the HTML report does not state the threshold")
+    bad = subprocess.run([ANALYZE, os.path.join(tmp, "trace"), "--memory-bound-share", "1.5"],
+                         capture_output=True, text=True, timeout=60)
+    check(bad.returncode == 2, f"--memory-bound-share 1.5 exit {bad.returncode}")
+    check('--memory-bound-share="1.5" is out of range or not a number; allowed: a number from 0 to 1'
+          in bad.stderr, f"stderr: {bad.stderr[:300]}")
 
 
 def case_compare_attention(tmp):

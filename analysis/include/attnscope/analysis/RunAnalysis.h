@@ -44,6 +44,16 @@ struct AnalysisOptions {
   double memoryBoundFraction = 0.20;
 };
 
+// The recommendation thresholds above, each with its attnscope-analyze flag (--unfused-share ...)
+// and JSON name (unfused_share ...), the range it accepts and what it means.
+struct RecommendationThreshold {
+  const char* name;  // JSON key; the flag is "--" + name with '_' as '-'
+  double AnalysisOptions::*field;
+  double lo, hi;     // accepted: lo <= x <= hi
+  const char* help;
+};
+const std::vector<RecommendationThreshold>& recommendationThresholds();
+
 enum class RankStatus { kOk, kStoppedEarly, kSkipped, kMissing };
 const char* rankStatusName(RankStatus s);  // "ok", "stopped_early", "skipped", "missing"
 
@@ -151,6 +161,7 @@ struct RooflineAnalysis {
   double attentionSeconds = 0;         // all cells' seconds: the attention op time
   uint64_t badRows = 0;                // rows the reader left out, all ranks
   std::vector<Recommendation> recommendations;  // largest impact first
+  std::vector<std::pair<std::string, double>> thresholds;  // recommendationThresholds()' values used
 };
 
 // The whole run, merged from every readable rank file.
