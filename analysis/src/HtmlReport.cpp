@@ -488,8 +488,10 @@ void recommendations(std::ostringstream& o, const Analysis& a) {
   const RooflineAnalysis& r = a.roofline;
   if (!r.present) return;
   o << "<h2>Recommendations</h2>\n<p class=\"sub\" id=\"thresholds\">Thresholds:";
-  for (size_t i = 0; i < r.thresholds.size(); ++i) {
-    o << (i ? ", " : " ") << html(r.thresholds[i].first) << " " << fmt("%.4g", r.thresholds[i].second);
+  const char* sep = " ";
+  for (const RecommendationThreshold& t : recommendationThresholds()) {
+    o << sep << t.name << " " << fmt("%.4g", r.options.*t.field);
+    sep = ", ";
   }
   o << " (attnscope-analyze --help).</p>\n";
   if (r.recommendations.empty()) {

@@ -152,8 +152,10 @@ void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
     << ", \"peak_bytes_per_second\": " << positiveOrNull(c.peakBytesPerSecond)
     << ", \"ridge_flops_per_byte\": " << positiveOrNull(c.ridge()) << ", \"source\": " << jsonString(c.source)
     << ", \"detail\": " << jsonString(c.detail) << ", \"ranks\": " << r.ceilingRanks << "},\n    \"thresholds\": {";
-  for (size_t i = 0; i < r.thresholds.size(); ++i) {
-    o << (i ? ", " : "") << jsonString(r.thresholds[i].first) << ": " << jsonNumber(r.thresholds[i].second, "%.4g");
+  const char* sep = "";
+  for (const RecommendationThreshold& t : recommendationThresholds()) {
+    o << sep << jsonString(t.name) << ": " << jsonNumber(r.options.*t.field, "%.4g");
+    sep = ", ";
   }
   o << "},\n    \"hardware\": [";
   for (size_t i = 0; i < r.hardware.size(); ++i) {

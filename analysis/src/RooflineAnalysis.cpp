@@ -106,7 +106,7 @@ std::string achievedText(const RooflinePoint& p, const Ceilings& c) {
 void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const AnalysisOptions& options,
                      Analysis* a) {
   RooflineAnalysis& out = a->roofline;
-  for (const RecommendationThreshold& t : recommendationThresholds()) out.thresholds.emplace_back(t.name, options.*t.field);
+  out.options = options;
   const size_t numRanks = a->ranks.size();
   std::map<int, size_t> rowOf;
   for (size_t i = 0; i < numRanks; ++i) rowOf[a->ranks[i].rank] = i;

@@ -17,6 +17,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kCells = 1 + kNumOpKinds;  // the whole call, then each op kind
 
+using detail::median;
+
 // Nearest-rank quantile of a sorted vector.
 double quantileSorted(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return kNaN;
@@ -193,17 +195,17 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       fwd.push_back(f);
       bwd.push_back(b);
     }
-    row.forwardSeconds = fwd.empty() ? 0 : detail::median(fwd);
-    row.backwardSeconds = bwd.empty() ? 0 : detail::median(bwd);
+    row.forwardSeconds = fwd.empty() ? 0 : median(fwd);
+    row.backwardSeconds = bwd.empty() ? 0 : median(bwd);
   }
   for (const RankSteps& r : ranks) {
     if (r.attention.empty()) continue;
     std::vector<double> others;
     for (const RankSteps& o : ranks) {
-      if (o.rank != r.rank && !o.attention.empty()) others.push_back(detail::median(o.attention));
+      if (o.rank != r.rank && !o.attention.empty()) others.push_back(median(o.attention));
     }
-    const double m = detail::median(others);
-    if (!others.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = detail::median(r.attention) / m;
+    const double m = median(others);
+    if (!others.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = median(r.attention) / m;
   }
 
   // Timeline bins.
@@ -219,7 +221,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   for (const RankSteps& r : ranks) {
     std::vector<std::vector<double>> perBin(bins);
     for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
-    for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = detail::median(perBin[b]);
+    for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = median(perBin[b]);
   }
   // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
   // (with two ranks, the median of both would halve any difference).
@@ -231,7 +233,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       for (size_t o = 0; o < a.ranks.size(); ++o) {
         if (o != r && !std::isnan(a.binAttentionSeconds[o][b])) others.push_back(a.binAttentionSeconds[o][b]);
       }
-      const double m = detail::median(others);
+      const double m = median(others);
       if (!others.empty() && m > 0) a.binScore[r][b] = mine / m;  // alone: nobody to be slower than
     }
   }
@@ -318,7 +320,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         std::vector<double> v;
         v.reserve(idx.size());
         for (size_t i : idx) v.push_back(r.cells[i][c]);
-        const double m = detail::median(std::move(v));
+        const double m = median(std::move(v));
         if (r.rank == e.rank) {
           mine[c] = m;
         } else {
@@ -326,26 +328,26 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         }
       }
       if (r.rank == e.rank) {
-        myTotal = detail::median(totals);
+        myTotal = median(totals);
         for (size_t i : idx) {
           if (firstStep) e.firstStep = r.step[i];
           firstStep = false;
           e.lastStep = r.step[i];
         }
       } else {
-        otherTotals.push_back(detail::median(totals));
+        otherTotals.push_back(median(totals));
       }
     }
-    e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - detail::median(otherTotals);
+    e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
     std::vector<double> layerExcess(numLayers, 0.0);
     double layerSum = 0, kindSum = 0;
     for (int l = 0; l < numLayers; ++l) {
       for (int p = 0; p < kNumPhases; ++p) {
         const size_t c = static_cast<size_t>(l * kNumPhases + p) * kCells;
-        const double x = others[c].empty() ? 0 : mine[c] - detail::median(others[c]);
+        const double x = others[c].empty() ? 0 : mine[c] - median(others[c]);
         if (x > 0) layerExcess[l] += x;
         for (int k = 1; k < kCells; ++k) {
-          const double y = others[c + k].empty() ? 0 : mine[c + k] - detail::median(others[c + k]);
+          const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
           if (y > 0) kindSum += y;
         }
       }
@@ -359,7 +361,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     for (int p = 0; p < kNumPhases; ++p) {
       const size_t c = static_cast<size_t>(top * kNumPhases + p) * kCells;
       for (int k = 1; k < kCells; ++k) {
-        const double y = others[c + k].empty() ? 0 : mine[c + k] - detail::median(others[c + k]);
+        const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
         if (y > best) {
           best = y;
           e.phase = static_cast<Phase>(p);
@@ -397,9 +399,9 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         }
         if (perCall.empty()) continue;
         const size_t ri = rowOf.at(r.rank);
-        row.rankP50Seconds[ri] = detail::median(perCall);
-        row.rankSecondsPerStep[ri] = detail::median(perStep);
-        row.rankPeakBytes[ri] = static_cast<int64_t>(detail::median(peak));
+        row.rankP50Seconds[ri] = median(perCall);
+        row.rankSecondsPerStep[ri] = median(perStep);
+        row.rankPeakBytes[ri] = static_cast<int64_t>(median(peak));
         peaks.push_back(static_cast<double>(row.rankPeakBytes[ri]));
         row.maxPeakBytes = std::max(row.maxPeakBytes, static_cast<int64_t>(*std::max_element(peak.begin(), peak.end())));
         all.insert(all.end(), perCall.begin(), perCall.end());
@@ -408,7 +410,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       std::sort(all.begin(), all.end());
       row.p50Seconds = quantileSorted(all, 0.5);
       row.p99Seconds = quantileSorted(all, 0.99);
-      row.medianPeakBytes = static_cast<int64_t>(detail::median(peaks));
+      row.medianPeakBytes = static_cast<int64_t>(median(peaks));
       if (peaks.size() >= 2) {
         for (size_t ri = 0; ri < a.ranks.size(); ++ri) {
           const int64_t pk = row.rankPeakBytes[ri];

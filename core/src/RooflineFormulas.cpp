@@ -628,8 +628,9 @@ bool sdpa(const OpArgs& a, Sdpa which, Costs* c) {
 // depends on the contraction path torch picks).
 bool einsum(const OpArgs& a, Costs* c) {
   if (!isType(a, 0, Type::kString) || !isType(a, 1, Type::kTensorList)) return false;
+  static_assert(OpArgs::kMaxListShapes >= 2, "einsum reads two operand shapes");
   const int operands = a.listCount;
-  if (operands < 1 || operands > 2 || operands > OpArgs::kMaxListShapes) return false;
+  if (operands < 1 || operands > 2) return false;
   std::string eq;
   for (int i = 0; i < std::min<int>(a.textLength, OpArgs::kMaxText); ++i) {
     if (a.text[i] != ' ') eq += a.text[i];
@@ -659,22 +660,23 @@ bool einsum(const OpArgs& a, Costs* c) {
       if (!std::isalpha(static_cast<unsigned char>(ch))) return false;
     }
     const int named = static_cast<int>(letters.size());
-    const int rest = shape.dim - named;
+    const int rest = shape.dim - named;  // the dimensions "..." stands for
     if (rest < 0 || (dots == std::string::npos && rest != 0)) return false;
+    const int before = dots == std::string::npos ? named : static_cast<int>(dots);  // letters before "..."
     if (dots != std::string::npos) {
       anyEllipsis = true;
       TensorShape mine;
       mine.dim = static_cast<uint8_t>(rest);
-      for (int d = 0; d < rest; ++d) mine.sizes[d] = shape.sizes[static_cast<size_t>(dots) + d];
+      for (int d = 0; d < rest; ++d) mine.sizes[d] = shape.sizes[before + d];
       TensorShape merged;
       if (!broadcast(ellipsis, mine, &merged)) return false;
       ellipsis = merged;
+      operandElems[t] *= elems(mine);
     }
     std::array<bool, 128> seen{};
     for (int i = 0; i < named; ++i) {
       const int ch = letters[i];
-      const int dimIndex = i < static_cast<int>(dots) || dots == std::string::npos ? i : i + rest;
-      const int64_t n = shape.sizes[dimIndex];
+      const int64_t n = shape.sizes[i < before ? i : i + rest];
       int64_t& known = size[ch];
       if (known == -1 || known == 1) {
         known = n;
@@ -684,11 +686,6 @@ bool einsum(const OpArgs& a, Costs* c) {
       if (!seen[ch]) operandElems[t] *= static_cast<double>(n);
       seen[ch] = true;
       ++uses[ch];
-    }
-    if (dots != std::string::npos) {
-      double e = 1;
-      for (int d = 0; d < rest; ++d) e *= static_cast<double>(shape.sizes[static_cast<size_t>(dots) + d]);
-      operandElems[t] *= e;
     }
   }
   const double ellipsisElems = anyEllipsis ? elems(ellipsis) : 1;

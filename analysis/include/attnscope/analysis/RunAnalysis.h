@@ -161,7 +161,7 @@ struct RooflineAnalysis {
   double attentionSeconds = 0;         // all cells' seconds: the attention op time
   uint64_t badRows = 0;                // rows the reader left out, all ranks
   std::vector<Recommendation> recommendations;  // largest impact first
-  std::vector<std::pair<std::string, double>> thresholds;  // recommendationThresholds()' values used
+  AnalysisOptions options;  // what the recommendations applied (recommendationThresholds() names them)
 };
 
 // The whole run, merged from every readable rank file.
