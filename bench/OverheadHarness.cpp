@@ -4,9 +4,9 @@
 //
 //   build/bench/overhead_harness --rounds 12 --steps 3 --layers 4 --d-model 256 --seq 128 --batch 8
 //
-// Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced over Gloo, as a
-// DDP job does; the ranks draw the same variant order, so they switch together, and attnscope
-// aggregates over its own group on the job's store. Rank 0 prints.
+// Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced through the job's
+// store (examples/StoreGroup.h), as a DDP job all-reduces them; the ranks draw the same variant
+// order, so they switch together, and attnscope aggregates on the job's store. Rank 0 prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   examples::Model model(m);
   const auto afterBackward = [&] {
-    if (job.group) examples::allReduceGradients(model, *job.group, topology.worldSize);
+    if (job.group) examples::allReduceGradients(model, *job.group);
   };
   torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(m.lr));
 

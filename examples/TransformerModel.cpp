@@ -1,6 +1,5 @@
 #include "TransformerModel.h"
 
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/nn/functional/loss.h>
 
@@ -73,15 +72,12 @@ JobGroup formJobGroup(const attnscope::Topology& topology, int64_t timeoutSecond
   storeOptions.waitWorkers = false;
   storeOptions.timeout = std::chrono::seconds(timeoutSeconds);
   job.store = c10::make_intrusive<c10d::TCPStore>(topology.masterAddr, storeOptions);
-  auto groupOptions = c10d::ProcessGroupGloo::Options::create(std::chrono::seconds(timeoutSeconds));
-  groupOptions->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  job.group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-      c10::make_intrusive<c10d::PrefixStore>("train_transformer/", job.store), topology.rank,
-      topology.worldSize, groupOptions);
+  job.group = std::make_shared<StoreGroup>(job.store, "train_transformer/grad/", topology.rank,
+                                           topology.worldSize);
   return job;
 }
 
-void allReduceGradients(Model& model, c10d::ProcessGroup& group, int worldSize) {
+void allReduceGradients(Model& model, StoreGroup& group) {
   std::vector<torch::Tensor> grads;
   for (auto& p : model->parameters()) {
     if (p.grad().defined()) grads.push_back(p.grad());
@@ -89,8 +85,8 @@ void allReduceGradients(Model& model, c10d::ProcessGroup& group, int worldSize) 
   std::vector<torch::Tensor> views;
   for (auto& g : grads) views.push_back(g.reshape({-1}));
   std::vector<torch::Tensor> flat{torch::cat(views)};
-  group.allreduce(flat)->wait();
-  flat[0].div_(worldSize);
+  group.allReduce(flat[0]);
+  flat[0].div_(group.worldSize());
   int64_t offset = 0;
   for (auto& g : grads) {
     g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));

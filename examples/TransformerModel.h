@@ -15,8 +15,11 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/optim/adam.h>
 
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <memory>
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "StoreGroup.h"
 
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/core/Topology.h"
@@ -65,17 +68,17 @@ TORCH_MODULE(Model);
 double trainStep(Model& model, torch::optim::Optimizer& optimizer, const ModelOptions& o,
                  const std::function<void()>& afterBackward = {});
 
-// The job's own rendezvous and gradient group, as a DDP job has them: a TCPStore at MASTER_ADDR:
-// MASTER_PORT (torchrun's agent serves it, or rank 0) and a Gloo group on it.
+// The job's own rendezvous and gradient group: a TCPStore at MASTER_ADDR:MASTER_PORT (torchrun's
+// agent serves it, or rank 0) and the store-based group on it (StoreGroup.h says why not Gloo).
 struct JobGroup {
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::shared_ptr<StoreGroup> group;
 };
 // \throw std::invalid_argument when MASTER_ADDR/MASTER_PORT are missing.
 JobGroup formJobGroup(const attnscope::Topology& topology, int64_t timeoutSeconds);
 
 // Averages the gradients of all ranks in one all-reduce of a flat buffer (what DDP does, minus
 // the bucketing and the overlap with backward).
-void allReduceGradients(Model& model, c10d::ProcessGroup& group, int worldSize);
+void allReduceGradients(Model& model, StoreGroup& group);
 
 }  // namespace examples

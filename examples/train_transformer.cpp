@@ -13,7 +13,6 @@
 #include <string>
 
 #include <ATen/Parallel.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "TransformerModel.h"
 #include "attnscope/Distributed.h"
@@ -29,7 +28,7 @@ struct Options {
   int64_t seed = 0;
   int64_t slowRank = -1;
   int64_t timeoutS = 120;
-  bool gradSync = true;  // --grad-sync gloo|none
+  bool gradSync = true;  // --grad-sync store|none
   double durationS = 0;  // stop after this many seconds of training (0: run all --steps)
   int64_t stallRank = -1;  // this rank stops stepping (sleeps) ...
   double stallAfterS = 0;  // ... this many seconds into training ...
@@ -65,12 +64,12 @@ void usage(std::ostream& out) {
   out << "usage: train_transformer [--layers N] [--d-model N] [--heads N] [--seq N] [--batch N]\n"
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
          "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
-         "                         [--timeout-s S] [--grad-sync gloo|none] [--duration-s S]\n"
+         "                         [--timeout-s S] [--grad-sync store|none] [--duration-s S]\n"
          "                         [--stall-rank R --stall-after-s S --stall-for-s T]\n"
          "                         [--contend-rank R] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
-         "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced over a c10d Gloo group.\n"
+         "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced through the job's c10d store (examples/StoreGroup.h).\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
          "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
          "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n"
@@ -137,10 +136,10 @@ Options parse(int argc, char** argv) {
     else if (flag == "--contend-rank") o.contendRank = intArg(flag, v, 0, 1 << 24);
     else if (flag == "--grad-sync") {
       const std::string mode = v;
-      if (mode != "gloo" && mode != "none") {
-        throw std::invalid_argument("--grad-sync=\"" + mode + "\": allowed: gloo, none");
+      if (mode != "store" && mode != "none") {
+        throw std::invalid_argument("--grad-sync=\"" + mode + "\": allowed: store, none");
       }
-      o.gradSync = mode == "gloo";
+      o.gradSync = mode == "store";
     }
     else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
   }
@@ -179,7 +178,7 @@ int main(int argc, char** argv) {
   // The job's own rendezvous and gradient group. attnscope gets the store (c10d-aware), never
   // the group: it forms a group of its own on the store under its own key prefix.
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::shared_ptr<examples::StoreGroup> group;
   try {
     if (world > 1 && o.gradSync) {
       examples::JobGroup job = examples::formJobGroup(topology, o.timeoutS);
@@ -187,8 +186,7 @@ int main(int argc, char** argv) {
       group = job.group;
     }
     attnscope::DistributedOptions distributed;
-    distributed.store = store;  // attnscope forms its own group on the job's rendezvous
-    distributed.processGroup = group;  // read for rank and size only
+    distributed.store = store;  // attnscope aggregates on the job's rendezvous, under its own prefix
     distributed.rank = rank;
     distributed.worldSize = world;
     attnscope::start(config, distributed);
@@ -221,16 +219,14 @@ int main(int argc, char** argv) {
         bool over =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS;
         if (group) {  // all ranks stop at the same step, or the others would wait for the first
-          std::vector<torch::Tensor> flag{torch::full({1}, over ? 1.0 : 0.0)};
-          c10d::AllreduceOptions max;
-          max.reduceOp = c10d::ReduceOp::MAX;
-          group->allreduce(flag, max)->wait();
-          over = flag[0].item<double>() > 0;
+          torch::Tensor flag = torch::full({1}, over ? 1.0 : 0.0);
+          group->allReduce(flag, examples::StoreGroup::Op::kMax);
+          over = flag.item<double>() > 0;
         }
         if (over) break;
       }
       const double loss = examples::trainStep(model, optimizer, o.model, [&] {
-        if (group) examples::allReduceGradients(model, *group, world);
+        if (group) examples::allReduceGradients(model, *group);
       });
       attnscope::step();
       if (!o.quiet && (step % 10 == 0 || step + 1 == o.steps)) {

@@ -7,6 +7,10 @@ present, Std.from_str is replaced with a correct version in this process only; o
 works nothing changes.
 
 attnscope_run(argv): torchrun with attnscope set up for every rank (launch/attnscope-run --help).
+
+The same file is launch/attnscope_launch.py in a checkout and the top-level module attnscope_launch
+of a `pip install .` (whose console scripts attnscope-run and attnscope-torchrun call main() and
+torchrun_entry()).
 """
 import datetime
 import os
@@ -16,6 +20,20 @@ import socket
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def use_checkout_python(script):
+    """Re-runs `script` under the checkout's .venv (launch/install-deps makes it, with PyTorch 2.x)
+    when the Python running it has no torch 2.x: the launcher and its workers need the torch that
+    attnscope was built for. Does nothing otherwise."""
+    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    try:
+        import torch
+        usable = int(torch.__version__.split(".")[0]) >= 2
+    except ImportError:
+        usable = False
+    if not usable and os.path.exists(venv) and os.path.realpath(sys.executable) != os.path.realpath(venv):
+        os.execv(venv, [venv, os.path.abspath(script)] + sys.argv[1:])
 
 
 def fix_torchrun():
@@ -59,7 +77,7 @@ OWN_OPTIONS = [
     ("--bind", "ATTNSCOPE_BIND", "address the metrics endpoints listen on (default 0.0.0.0)"),
     ("--sample-every", "ATTNSCOPE_SAMPLE_EVERY", "record one step in N (default 1)"),
     ("--interval", "ATTNSCOPE_INTERVAL_S", "seconds between aggregation rounds and metric updates (default 10)"),
-    ("--aggregation", "ATTNSCOPE_AGGREGATION", "auto, gloo, nccl, mpi, local or none (default auto)"),
+    ("--aggregation", "ATTNSCOPE_AGGREGATION", "auto, gloo, store, nccl, mpi, local or none (default auto)"),
     ("--pushgateway", "ATTNSCOPE_PUSHGATEWAY", "push metrics to this Prometheus push gateway (http://host:port)"),
     ("--metrics-auth", "ATTNSCOPE_METRICS_AUTH", "basic auth for /metrics: user:password or @file"),
     ("--control-token", "ATTNSCOPE_CONTROL_TOKEN", "enable rank 0's /control endpoint with this bearer token"),
@@ -130,12 +148,38 @@ def split_args(argv, torchrun_parser):
 
 
 def python_package_dir():
-    """Where the attnscope Python package is: ATTNSCOPE_PYTHONPATH, the build tree, or installed."""
+    """Where the attnscope Python package is: ATTNSCOPE_PYTHONPATH, the build tree, a CMake install
+    tree, or this Python's site-packages (pip install .)."""
     for d in (os.environ.get("ATTNSCOPE_PYTHONPATH"), os.path.join(ROOT, "build", "python"),
               os.path.join(ROOT, "lib", "attnscope", "python")):
         if d and os.path.isdir(os.path.join(d, "attnscope")):
             return d
+    import importlib.util
+    spec = importlib.util.find_spec("attnscope")
+    if spec is not None and spec.origin:
+        return os.path.dirname(os.path.dirname(spec.origin))
     return None
+
+
+def bootstrap_dir(package):
+    """The directory of the sitecustomize that attaches attnscope in every worker: the checkout's
+    python/bootstrap, or the installed package's _bootstrap."""
+    for d in (os.path.join(ROOT, "python", "bootstrap"), os.path.join(package, "attnscope", "_bootstrap")):
+        if os.path.isfile(os.path.join(d, "sitecustomize.py")):
+            return d
+    return None
+
+
+def main():
+    """The attnscope-run console script."""
+    sys.exit(attnscope_run(sys.argv[1:]))
+
+
+def torchrun_entry():
+    """The attnscope-torchrun console script: torchrun with Debian's Std.from_str fixed."""
+    fix_torchrun()
+    from torch.distributed.run import main as run_main
+    sys.exit(run_main())
 
 
 def attnscope_run(argv):
@@ -189,7 +233,7 @@ def attnscope_run(argv):
         print(f"attnscope-run: error: {e}", file=sys.stderr)
         return 2
     if not args.no_python and "--no-attach" not in own:
-        paths = [os.path.join(ROOT, "python", "bootstrap"), package]
+        paths = [bootstrap_dir(package), package]
         env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
 
     nproc = args.nproc_per_node

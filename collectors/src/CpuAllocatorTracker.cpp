@@ -74,7 +74,7 @@ void trackedDelete(void* data) {
 
 class TrackingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {  // not const since PyTorch 2.x
     c10::DataPtr inner = gInner->allocate(n);
     MemoryTargets& targets = MemoryTargets::current();
     if (n == 0 || !targets.any() || !gEnabled.load(std::memory_order_relaxed) ||

@@ -24,11 +24,12 @@ class ReporterState final : public profiler::ProfilerStateBase {
   ReporterState()
       : ProfilerStateBase(profiler::ProfilerConfig(profiler::ProfilerState::Disabled)) {}
 
-  void reportMemoryUsage(void* /*ptr*/, int64_t allocSize, int64_t totalAllocated,
-                         int64_t /*totalReserved*/, c10::Device device) override {
+  // PyTorch 2.x passes the totals as size_t.
+  void reportMemoryUsage(void* /*ptr*/, int64_t allocSize, size_t totalAllocated,
+                         size_t /*totalReserved*/, c10::Device device) override {
     if (device.is_cpu()) return;  // host memory is CpuAllocatorTracker's
     gReports.fetch_add(1, std::memory_order_relaxed);
-    MemoryTargets::current().report(allocSize, totalAllocated, MemoryAccount::acceleratorTag(device.index()));
+    MemoryTargets::current().report(allocSize, static_cast<int64_t>(totalAllocated), MemoryAccount::acceleratorTag(device.index()));
   }
 
   bool memoryProfilingEnabled() const override { return false; }

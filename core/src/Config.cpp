@@ -25,7 +25,7 @@ constexpr int64_t kMaxTraceMaxMb = 1048576;
 
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
 constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
-constexpr char kAggregationAllowed[] = "one of auto, gloo, nccl, mpi, local, none";
+constexpr char kAggregationAllowed[] = "one of auto, gloo, store, nccl, mpi, local, none";
 constexpr char kBindAllowed[] = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
 constexpr char kAuthAllowed[] = "user:password, or @/path/to/file holding user:password";
 constexpr char kUrlAllowed[] = "an http:// URL with a host and a port, such as http://pushgw:9091";
@@ -93,8 +93,8 @@ double parseDouble(const std::string& name, const std::string& value, double lo,
 
 Aggregation parseAggregation(const std::string& name, const std::string& value) {
   const std::string v = lower(value);
-  for (Aggregation a : {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kNccl, Aggregation::kMpi,
-                        Aggregation::kLocal, Aggregation::kNone}) {
+  for (Aggregation a : {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kStore, Aggregation::kNccl,
+                        Aggregation::kMpi, Aggregation::kLocal, Aggregation::kNone}) {
     if (v == aggregationName(a)) return a;
   }
   fail(name, value, "is not an aggregation backend", kAggregationAllowed);
@@ -180,6 +180,7 @@ const char* aggregationName(Aggregation a) {
     case Aggregation::kMpi: return "mpi";
     case Aggregation::kLocal: return "local";
     case Aggregation::kNone: return "none";
+    case Aggregation::kStore: return "store";
   }
   return "?";
 }
@@ -214,7 +215,7 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvMaxLayers, "int", "1024", "an integer from 1 to 65536",
        "most distinct attention layer names kept; later names are counted but not recorded"},
       {kEnvAggregation, "enum", "auto", kAggregationAllowed,
-       "how ranks' figures come together; auto is local for one rank, gloo otherwise"},
+       "how ranks' figures come together; auto is local for one rank, else gloo with a group handed in (Python), else store"},
       {kEnvStragglerThreshold, "float", "1.2", "a number from 1.01 to 100",
        "straggler when attention time per step exceeds threshold x the median of all ranks"},
       {kEnvStragglerWindows, "int", "3", "an integer from 1 to 1000",

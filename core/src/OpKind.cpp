@@ -189,4 +189,39 @@ OpKind OpClassifier::classify(const char* opName) {
   return OpKind::kOther;
 }
 
+AttentionBackend attentionBackendOfOp(const char* opName) {
+  if (opName == nullptr) return AttentionBackend::kCount;
+  if (std::strncmp(opName, "aten::", 6) == 0) opName += 6;
+  static constexpr struct {
+    const char* name;
+    AttentionBackend backend;
+  } kOps[] = {
+      {"_scaled_dot_product_flash_attention_for_cpu", AttentionBackend::kFlash},
+      {"_scaled_dot_product_flash_attention", AttentionBackend::kFlash},
+      {"_flash_attention_forward", AttentionBackend::kFlash},
+      {"_scaled_dot_product_efficient_attention", AttentionBackend::kMemoryEfficient},
+      {"_efficient_attention_forward", AttentionBackend::kMemoryEfficient},
+      {"_scaled_dot_product_cudnn_attention", AttentionBackend::kCudnn},
+      {"_cudnn_attention_forward", AttentionBackend::kCudnn},
+      {"_scaled_dot_product_attention_math", AttentionBackend::kMath},
+      {"_scaled_dot_product_attention_math_for_mps", AttentionBackend::kMath},
+  };
+  if (opName[0] != '_') return AttentionBackend::kCount;  // every kernel op starts with '_'
+  for (const auto& op : kOps) {
+    if (std::strcmp(opName, op.name) == 0) return op.backend;
+  }
+  return AttentionBackend::kCount;
+}
+
+AttentionBackend attentionBackendOfNode(const char* nodeName) {
+  if (nodeName == nullptr) return AttentionBackend::kCount;
+  if (std::strncmp(nodeName, "autograd::engine::evaluate_function: ", 37) == 0) nodeName += 37;
+  if (std::strncmp(nodeName, "ScaledDotProduct", 16) != 0) return AttentionBackend::kCount;
+  const char* rest = nodeName + 16;
+  if (std::strncmp(rest, "FlashAttention", 14) == 0) return AttentionBackend::kFlash;
+  if (std::strncmp(rest, "EfficientAttention", 18) == 0) return AttentionBackend::kMemoryEfficient;
+  if (std::strncmp(rest, "CudnnAttention", 14) == 0) return AttentionBackend::kCudnn;
+  return AttentionBackend::kCount;
+}
+
 }  // namespace attnscope

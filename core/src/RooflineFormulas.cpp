@@ -66,7 +66,7 @@ void hashShape(const TensorShape& s, Hasher* h) {
 uint64_t OpArgs::signature() const {
   Hasher h;
   const int n = clampedCount(count);
-  h.add(static_cast<uint64_t>(n));
+  h.add(static_cast<uint64_t>(n) | (opaque ? 1ULL << 32 : 0));
   for (int i = 0; i < n; ++i) {
     const OpArg& a = args[i];
     h.add(static_cast<uint64_t>(a.type));
@@ -1043,7 +1043,7 @@ bool firstFloatingIsWide(const OpArgs& a) {
 
 OpCosts opCosts(const char* opName, const OpArgs& args) {
   OpCosts result;
-  if (opName == nullptr) return result;
+  if (opName == nullptr || args.opaque) return result;
   if (std::strncmp(opName, "aten::", 6) == 0) opName += 6;
   const Entry* entry = lookup(opName);
   Costs c;

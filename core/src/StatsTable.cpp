@@ -20,6 +20,7 @@ PhaseStats::PhaseStats(const PhaseStats& other) { *this = other; }
 PhaseStats& PhaseStats::operator=(const PhaseStats& other) {
   if (this == &other) return *this;
   call = other.call;
+  backends = other.backends;
   for (int k = 0; k < kNumOpKinds; ++k) {
     kinds[k] = other.kinds[k] ? std::make_unique<CellStats>(*other.kinds[k]) : nullptr;
   }
@@ -28,6 +29,7 @@ PhaseStats& PhaseStats::operator=(const PhaseStats& other) {
 
 void PhaseStats::merge(const PhaseStats& other) {
   call.merge(other.call);
+  for (int b = 0; b < kNumAttentionBackends; ++b) backends[b] += other.backends[b];
   for (int k = 0; k < kNumOpKinds; ++k) {
     if (!other.kinds[k]) continue;
     if (!kinds[k]) kinds[k] = std::make_unique<CellStats>();
@@ -68,6 +70,7 @@ void StatsTable::add(const CallRecord& record) {
   phase.call.seconds.add(static_cast<double>(record.ns) * 1e-9);
   phase.call.bytes += record.bytes;
   phase.call.peak = std::max(phase.call.peak, record.peak);
+  for (int b = 0; b < kNumAttentionBackends; ++b) phase.backends[b] += record.backends[b];
   for (int k = 0; k < kNumOpKinds; ++k) {
     const CallRecord::Kind& kind = record.kinds[k];
     if (kind.ops == 0) continue;

@@ -128,6 +128,30 @@ void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const L
     out->push_back(std::move(bytes));
     out->push_back(std::move(peak));
   }
+  if (device) return;
+  // The fused-attention backends (flash, memory_efficient, cudnn, math) seen by their ops: per
+  // (layer, phase, backend), only for backends that ran.
+  std::map<std::tuple<std::string, int, int>, uint64_t> backends;
+  for (const LayerStats& layer : stats.layers()) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (!layer.phases[p]) continue;
+      for (int b = 0; b < kNumAttentionBackends; ++b) {
+        const uint64_t n = layer.phases[p]->backends[b];
+        if (n > 0) backends[{layerLabels ? layer.name : std::string(), p, b}] += n;
+      }
+    }
+  }
+  if (backends.empty()) return;
+  MetricFamily ops_ = family("attnscope_attention_backend_ops_total",
+                             "Fused-attention ops (forward) and their kernels' autograd nodes (backward) "
+                             "per backend that ran",
+                             MetricType::Counter);
+  for (const auto& [key, n] : backends) {
+    const Labels labels = cellLabels(base, std::get<0>(key), std::get<1>(key), layerLabels);
+    addValue(&ops_, with(labels, {{"backend", attentionBackendName(static_cast<AttentionBackend>(std::get<2>(key)))}}),
+             static_cast<double>(n));
+  }
+  out->push_back(std::move(ops_));
 }
 
 // The GPU path: which timing source runs (always, so a fallback shows), and when it runs its

@@ -89,7 +89,17 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
         firstKind = false;
         writeCell(out, *phase.kinds[k], (in + "          ").c_str());
       }
-      out << (firstKind ? "}" : "\n" + in + "        }") << "\n" << in << "      }";
+      out << (firstKind ? "}" : "\n" + in + "        }");
+      // The fused-attention kernels' backends, when any ran (flash, memory_efficient, ...).
+      bool firstBackend = true;
+      for (int b = 0; b < kNumAttentionBackends; ++b) {
+        if (phase.backends[b] == 0) continue;
+        out << (firstBackend ? ",\n" + in + "        \"attention_backends\": {" : ", ") << "\""
+            << attentionBackendName(static_cast<AttentionBackend>(b)) << "\": " << phase.backends[b];
+        firstBackend = false;
+      }
+      if (!firstBackend) out << "}";
+      out << "\n" << in << "      }";
     }
     out << (firstPhase ? "}" : "\n" + in + "    }") << "\n" << in << "  }";
   }

@@ -6,6 +6,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "C10dAggregator.h"
+#include "StoreAggregator.h"
 #include "attnscope/core/Log.h"
 #if ATTNSCOPE_WITH_MPI
 #include "MpiAggregator.h"
@@ -23,10 +24,9 @@ std::string firstLine(const std::string& s) {
 
 // The store attnscope's group forms on, under the "attnscope/<run>/" prefix: the program's
 // store when it handed one in; torchrun's agent store; else attnscope's own TCPStore served by
-// rank 0 on storePort (MASTER_PORT + 1 by default). Unused in a build with neither Gloo nor NCCL.
-[[maybe_unused]] c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
-                                                           std::chrono::milliseconds timeout,
-                                                           int storePort) {
+// rank 0 on storePort (MASTER_PORT + 1 by default).
+c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
+                                          std::chrono::milliseconds timeout, int storePort) {
   c10::intrusive_ptr<c10d::Store> base = source.store;
   if (!base) {
     if (t.masterAddr.empty() || t.masterPort == 0) {
@@ -60,20 +60,17 @@ bool aggregationAvailable(Aggregation aggregation) {
       return ATTNSCOPE_WITH_NCCL != 0;  // ProcessGroupNCCL needs a CUDA LibTorch
     case Aggregation::kMpi:
       return ATTNSCOPE_WITH_MPI != 0;
-    case Aggregation::kGloo:
-      return ATTNSCOPE_WITH_GLOO != 0;
     default:
       return true;
   }
 }
 
 std::string aggregationUnavailableMessage(Aggregation aggregation) {
-  const char* why = aggregation == Aggregation::kNccl  ? "LibTorch without CUDA/NCCL"
-                    : aggregation == Aggregation::kGloo ? "built without Gloo's headers"
-                                                        : "built without MPI";
+  const char* why =
+      aggregation == Aggregation::kNccl ? "LibTorch without CUDA/NCCL" : "built without MPI";
   std::string allowed = "auto";
-  for (Aggregation a : {Aggregation::kGloo, Aggregation::kLocal, Aggregation::kNone, Aggregation::kMpi,
-                        Aggregation::kNccl}) {
+  for (Aggregation a : {Aggregation::kGloo, Aggregation::kStore, Aggregation::kLocal,
+                        Aggregation::kNone, Aggregation::kMpi, Aggregation::kNccl}) {
     if (aggregationAvailable(a)) allowed += std::string(", ") + aggregationName(a);
   }
   return std::string(kEnvAggregation) + "=\"" + aggregationName(aggregation) +
@@ -91,17 +88,38 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
       case Aggregation::kLocal:
         return std::make_unique<LocalAggregator>();
       case Aggregation::kAuto:
-      case Aggregation::kGloo:
-        if (topology.worldSize == 1 && aggregation == Aggregation::kAuto) {
-          return std::make_unique<LocalAggregator>();
+        if (topology.worldSize == 1) return std::make_unique<LocalAggregator>();
+        if (!source.group) {
+          if (topology.worldSize > kStoreAggregationWarnRanks) {
+            ATTNSCOPE_LOG(kWarn, "aggregating " << topology.worldSize << " ranks through the store "
+                                 "(no process group handed in): its host's traffic grows with the "
+                                 "square of the world; hand in a Gloo or NCCL side group, or use "
+                                 "ATTNSCOPE_AGGREGATION=mpi (docs/AGGREGATION.md)");
+          }
+          return std::make_unique<StoreAggregator>(openStore(topology, source, timeout, storePort),
+                                                   topology.rank, topology.worldSize, timeout);
         }
-#if ATTNSCOPE_WITH_GLOO
-        return C10dAggregator::gloo(openStore(topology, source, timeout, storePort), topology.rank,
-                                    topology.worldSize, timeout);
-#else
-        *error = "this build has no Gloo (its headers were not found at build time)";
-        return nullptr;
-#endif
+        [[fallthrough]];
+      case Aggregation::kGloo:
+        if (!source.group) {
+          *error = "no process group was handed in for attnscope's collectives (Python's attach "
+                   "forms one after init_process_group; C++: DistributedOptions::aggregationGroup); "
+                   "ATTNSCOPE_AGGREGATION=store needs none";
+          return nullptr;
+        }
+        if (source.group->getSize() != topology.worldSize ||
+            source.group->getRank() != topology.rank) {
+          *error = "the group handed in has rank " + std::to_string(source.group->getRank()) +
+                   " of " + std::to_string(source.group->getSize()) + ", this rank is " +
+                   std::to_string(topology.rank) + " of " + std::to_string(topology.worldSize);
+          return nullptr;
+        }
+        return C10dAggregator::group(source.group, openStore(topology, source, timeout, storePort),
+                                     topology.localRank, timeout);
+      case Aggregation::kStore:
+        if (topology.worldSize == 1) return std::make_unique<LocalAggregator>();
+        return std::make_unique<StoreAggregator>(openStore(topology, source, timeout, storePort),
+                                                 topology.rank, topology.worldSize, timeout);
       case Aggregation::kMpi:
 #if ATTNSCOPE_WITH_MPI
         return std::make_unique<MpiAggregator>(topology.rank, topology.worldSize, timeout);

@@ -6,13 +6,11 @@
 #include <vector>
 
 #include <c10/util/intrusive_ptr.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Topology.h"
 
-namespace c10d {
-class Store;
-}
 
 namespace attnscope {
 namespace detail {
@@ -49,10 +47,15 @@ class LocalAggregator final : public Aggregator {
   bool allReduceSum(std::vector<double>*, std::string*) override { return true; }
 };
 
-// Where the gloo group's store comes from.
+// What the program handed in for attnscope's aggregation (both may be null).
 struct StoreSource {
-  c10::intrusive_ptr<c10d::Store> store;  // handed in by the program (c10d-aware); may be null
+  c10::intrusive_ptr<c10d::Store> store;         // the job's store (c10d-aware programs)
+  c10::intrusive_ptr<c10d::ProcessGroup> group;  // a side group for attnscope's collectives
 };
+
+// Above this many ranks, auto without a group handed in still uses the store, with a warning: the
+// store host's traffic grows with the square of the world (docs/AGGREGATION.md).
+constexpr int kStoreAggregationWarnRanks = 256;
 
 // Builds the configured backend; blocks until the group is formed or the timeout passes.
 // Returns null with `error` set when it cannot (the reporter then stays per-rank only).
@@ -61,8 +64,7 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
                                              std::chrono::milliseconds timeout, int storePort,
                                              std::string* error);
 
-// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI, gloo needs
-// Gloo's headers).
+// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI).
 bool aggregationAvailable(Aggregation aggregation);
 // The start-up error for a backend this build lacks, naming the variable and what is allowed.
 std::string aggregationUnavailableMessage(Aggregation aggregation);

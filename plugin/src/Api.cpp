@@ -7,6 +7,7 @@
 #include "Machine.h"
 #include "Observer.h"
 #include "Session.h"
+#include "TorchOps.h"
 #include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
 #include "attnscope/core/Log.h"
@@ -69,8 +70,9 @@ void start(const Config& config, const DistributedOptions& distributed) {
   session->setMachine(config.roofline ? detail::machineCeilings(config, deviceTiming) : Ceilings{},
                       detail::describeMachine(topology.localRank));
   session->begin();
-  session->setReporter(std::make_unique<detail::Reporter>(*session, config, topology,
-                                                          detail::StoreSource{distributed.store}));
+  detail::StoreSource source{distributed.store, distributed.aggregationGroup};
+  if (!source.group) source.group = detail::takeHandedInGroup();
+  session->setReporter(std::make_unique<detail::Reporter>(*session, config, topology, source));
   detail::setCurrentSession(session.get());
   active() = std::move(session);
 }

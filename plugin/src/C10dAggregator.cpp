@@ -5,9 +5,6 @@
 
 #include <ATen/Functions.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#if ATTNSCOPE_WITH_GLOO
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#endif
 #if ATTNSCOPE_WITH_NCCL
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -58,23 +55,18 @@ class ReporterStream {
 
 }  // namespace
 
-#if ATTNSCOPE_WITH_GLOO
-std::unique_ptr<Aggregator> C10dAggregator::gloo(c10::intrusive_ptr<c10d::Store> store, int rank,
-                                                 int worldSize, std::chrono::milliseconds timeout) {
-  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-  if (ifname != nullptr && *ifname != '\0') {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
-  } else {
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  }
-  options->threads = 1;
-  auto group = c10::make_intrusive<c10d::ProcessGroupGloo>(
-      c10::make_intrusive<c10d::PrefixStore>("group/", store), rank, worldSize, options);
-  return std::make_unique<C10dAggregator>("gloo", std::move(store), std::move(group), worldSize,
-                                          c10::Device(c10::DeviceType::CPU), timeout);
+std::unique_ptr<Aggregator> C10dAggregator::group(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                                  c10::intrusive_ptr<c10d::Store> store,
+                                                  int localRank, std::chrono::milliseconds timeout) {
+  std::string name = group->getBackendName();
+  const c10::Device device = name == "nccl" ? c10::Device(c10::DeviceType::CUDA,
+                                                          static_cast<c10::DeviceIndex>(localRank))
+                                            : c10::Device(c10::DeviceType::CPU);
+  const int worldSize = group->getSize();
+  return std::unique_ptr<Aggregator>(new C10dAggregator(std::move(name), std::move(store),
+                                                        std::move(group), nullptr, worldSize,
+                                                        device, timeout));
 }
-#endif
 
 #if ATTNSCOPE_WITH_NCCL
 std::unique_ptr<Aggregator> C10dAggregator::nccl(c10::intrusive_ptr<c10d::Store> store, int rank,
@@ -82,58 +74,66 @@ std::unique_ptr<Aggregator> C10dAggregator::nccl(c10::intrusive_ptr<c10d::Store>
                                                  std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
-  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+  auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(
       c10::make_intrusive<c10d::PrefixStore>("group/", store), rank, worldSize, options);
-  return std::make_unique<C10dAggregator>(
-      "nccl", std::move(store), std::move(group), worldSize,
-      c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(localRank)), timeout);
+  return std::unique_ptr<Aggregator>(new C10dAggregator(
+      "nccl", std::move(store), nullptr, std::move(backend), worldSize,
+      c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(localRank)), timeout));
 }
 #endif
 
-C10dAggregator::C10dAggregator(const char* name, c10::intrusive_ptr<c10d::Store> store,
-                               c10::intrusive_ptr<C10dGroup> group, int worldSize,
+C10dAggregator::C10dAggregator(std::string name, c10::intrusive_ptr<c10d::Store> store,
+                               c10::intrusive_ptr<c10d::ProcessGroup> group,
+                               c10::intrusive_ptr<c10d::Backend> backend, int worldSize,
                                c10::Device device, std::chrono::milliseconds timeout)
-    : name_(name),
+    : name_(std::move(name)),
       store_(std::move(store)),
       group_(std::move(group)),
+      backend_(std::move(backend)),
       worldSize_(worldSize),
       device_(device),
       timeout_(timeout) {}
 
-bool C10dAggregator::allGather(const std::vector<double>& mine, std::vector<double>* all,
-                               std::string* error) {
+template <class Group>
+bool C10dAggregator::collective(Group& group, const std::vector<double>& mine,
+                                std::vector<double>* out, bool gather, std::string* error) {
   try {
     const ReporterStream stream(device_);
     const auto n = static_cast<int64_t>(mine.size());
     std::vector<at::Tensor> input{toDevice(mine.data(), n, device_)};
+    if (!gather) {
+      group.allreduce(input)->wait(timeout_);
+      out->resize(mine.size());
+      toHost(input[0], out->data());
+      return true;
+    }
     std::vector<std::vector<at::Tensor>> output(1);
     for (int r = 0; r < worldSize_; ++r) {
       output[0].push_back(at::empty({n}, at::TensorOptions().dtype(at::kDouble).device(device_)));
     }
-    group_->allgather(output, input)->wait(timeout_);
-    all->resize(mine.size() * static_cast<size_t>(worldSize_));
-    for (int r = 0; r < worldSize_; ++r) toHost(output[0][r], all->data() + r * n);
+    group.allgather(output, input)->wait(timeout_);
+    out->resize(mine.size() * static_cast<size_t>(worldSize_));
+    for (int r = 0; r < worldSize_; ++r) toHost(output[0][r], out->data() + r * n);
     return true;
   } catch (const std::exception& e) {
     healthy_ = false;
-    *error = std::string(name_) + " all-gather failed: " + firstLine(e.what());
+    *error = name_ + (gather ? " all-gather" : " all-reduce") + " failed: " + firstLine(e.what());
     return false;
   }
 }
 
+bool C10dAggregator::allGather(const std::vector<double>& mine, std::vector<double>* all,
+                               std::string* error) {
+  return group_ ? collective(*group_, mine, all, true, error)
+                : collective(*backend_, mine, all, true, error);
+}
+
 bool C10dAggregator::allReduceSum(std::vector<double>* values, std::string* error) {
-  try {
-    const ReporterStream stream(device_);
-    const auto n = static_cast<int64_t>(values->size());
-    std::vector<at::Tensor> tensors{toDevice(values->data(), n, device_)};
-    group_->allreduce(tensors)->wait(timeout_);
-    toHost(tensors[0], values->data());
-    return true;
-  } catch (const std::exception& e) {
-    healthy_ = false;
-    *error = std::string(name_) + " all-reduce failed: " + firstLine(e.what());
-    return false;
-  }
+  std::vector<double> sum;
+  const bool ok = group_ ? collective(*group_, *values, &sum, false, error)
+                         : collective(*backend_, *values, &sum, false, error);
+  if (ok) *values = std::move(sum);
+  return ok;
 }
 
 }  // namespace detail

@@ -1,39 +1,34 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <c10/core/Device.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/version.h>
-#if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#endif
 
 #include "Aggregator.h"
 
 namespace attnscope {
 namespace detail {
 
-// The class ProcessGroupGloo/ProcessGroupNCCL derive from: ProcessGroup in LibTorch 1.x,
-// Backend from 2.0 on (same allgather/allreduce signatures).
-#if TORCH_VERSION_MAJOR >= 2
-using C10dGroup = c10d::Backend;
-#else
-using C10dGroup = c10d::ProcessGroup;
-#endif
-
-// The gloo and nccl backends: a c10d group of attnscope's own, formed on the job's store under
-// attnscope's key prefix (the rendezvous is shared, the training communicator never is). The
-// buffers live on `device` (the CPU for Gloo, cuda:LOCAL_RANK for NCCL, whose own streams run the
-// collectives, so the training stream is never synchronised).
+// Aggregation on a c10d group of attnscope's own, never the training job's communicator:
+// - a ProcessGroup handed in (Python's attach forms a Gloo side group with
+//   torch.distributed.new_group(backend="gloo") right after the job's init_process_group and hands
+//   it over through the dispatcher; a C++ program hands in one of its own). Its collectives go
+//   through c10d's dispatcher ops to whichever backend the group has, so no backend header (Gloo's
+//   are not in the pip wheel) is compiled in here.
+// - a ProcessGroupNCCL formed on the job's store (a CUDA LibTorch).
+// The buffers live on `device` (the CPU for Gloo, cuda:LOCAL_RANK for NCCL, whose own streams run
+// the collectives, so the training stream is never synchronised). `store` carries the heartbeats
+// and the degraded rounds.
 class C10dAggregator final : public Aggregator {
  public:
-#if ATTNSCOPE_WITH_GLOO
-  // Forms a ProcessGroupGloo; blocks until every rank joined. \throw std::exception after `timeout`.
-  static std::unique_ptr<Aggregator> gloo(c10::intrusive_ptr<c10d::Store> store, int rank,
-                                          int worldSize, std::chrono::milliseconds timeout);
-#endif
+  // The handed-in group; its backend names the aggregation ("gloo", ...).
+  static std::unique_ptr<Aggregator> group(c10::intrusive_ptr<c10d::ProcessGroup> group,
+                                           c10::intrusive_ptr<c10d::Store> store, int localRank,
+                                           std::chrono::milliseconds timeout);
 #if ATTNSCOPE_WITH_NCCL
   // Forms a ProcessGroupNCCL on cuda:localRank (needs a CUDA LibTorch).
   static std::unique_ptr<Aggregator> nccl(c10::intrusive_ptr<c10d::Store> store, int rank,
@@ -41,19 +36,25 @@ class C10dAggregator final : public Aggregator {
                                           std::chrono::milliseconds timeout);
 #endif
 
-  C10dAggregator(const char* name, c10::intrusive_ptr<c10d::Store> store,
-                 c10::intrusive_ptr<C10dGroup> group, int worldSize, c10::Device device,
-                 std::chrono::milliseconds timeout);
-  const char* name() const override { return name_; }
+  const char* name() const override { return name_.c_str(); }
   bool allGather(const std::vector<double>& mine, std::vector<double>* all,
                  std::string* error) override;
   bool allReduceSum(std::vector<double>* values, std::string* error) override;
   c10d::Store* store() override { return store_.get(); }
 
  private:
-  const char* name_;
+  C10dAggregator(std::string name, c10::intrusive_ptr<c10d::Store> store,
+                 c10::intrusive_ptr<c10d::ProcessGroup> group,
+                 c10::intrusive_ptr<c10d::Backend> backend, int worldSize, c10::Device device,
+                 std::chrono::milliseconds timeout);
+  template <class Group>
+  bool collective(Group& group, const std::vector<double>& mine, std::vector<double>* out,
+                  bool gather, std::string* error);
+
+  std::string name_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<C10dGroup> group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;  // one of these two is set
+  c10::intrusive_ptr<c10d::Backend> backend_;
   int worldSize_;
   c10::Device device_;
   std::chrono::milliseconds timeout_;

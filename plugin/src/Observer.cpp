@@ -1,6 +1,7 @@
 #include "Observer.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -35,6 +36,7 @@ struct Frame {
   int depth = 0;
   uint64_t opT0 = 0;  // ticks
   OpKind opKind = OpKind::kOther;
+  AttentionBackend backend = AttentionBackend::kCount;  // of a fused top-level op, once known
   MemoryAccount opAccount;
   // GPU (docs/GPU.md): null when device timing is off.
   GpuTimer* gpu = nullptr;
@@ -86,8 +88,21 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
   out->count = n;
   out->textLength = 0;
   out->listCount = 0;
+  out->opaque = false;
   bool listSeen = false;
   *requiresGrad = false;
+  // PyTorch 2.x runs RecordFunction for tensors whose sizes() throws (symbolic shapes while
+  // torch.compile traces, nested tensors) or whose sizes are not this rank's real work (meta and
+  // fake tensors, Python subclasses such as DTensor with global shapes). Only flags are read here.
+  const auto readable = [out](const at::Tensor& t) {
+    const c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (impl->has_symbolic_sizes_strides() || impl->is_nested() || impl->is_meta() ||
+        impl->is_python_dispatch() || impl->key_set().has(c10::DispatchKey::Python)) {
+      out->opaque = true;
+      return false;
+    }
+    return true;
+  };
   const auto fillShape = [](const at::Tensor& t, TensorShape* s) {
     const auto sizes = t.sizes();
     const int dims = static_cast<int>(sizes.size());
@@ -112,7 +127,7 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
         continue;
       }
       a.type = OpArg::Type::kTensor;
-      fillShape(t, &a.shape);
+      if (readable(t)) fillShape(t, &a.shape);
       if (t.requires_grad()) *requiresGrad = true;
     } else if (v.isTensorList()) {
       const auto list = v.toTensorList();
@@ -127,6 +142,7 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
           if (first) out->listCount = 0;  // a list with holes: no per-tensor shapes
           continue;
         }
+        if (!readable(t)) continue;
         if (total == 0) fillShape(t, &a.shape);
         if (first && j < static_cast<size_t>(OpArgs::kMaxListShapes)) fillShape(t, &out->list[j]);
         total += t.numel();
@@ -248,6 +264,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   if (++f.depth == 1) {
     const char* name = fn.name();
     f.opKind = f.classifier.classify(name);
+    f.backend = f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
     if (f.roofline) captureShapes(t, f, fn, name);
     ++f.opOrdinal;
     f.opAccount.reset();
@@ -256,6 +273,9 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
       f.gpuOpPushed = f.gpu->pushOp(DeviceKey{f.instance, f.record.layer, f.record.phase, f.opKind});
     }
     f.opT0 = ticks();
+  } else if (f.opKind == OpKind::kFusedAttention && f.backend == AttentionBackend::kCount) {
+    // SDPA picks its kernel inside: the first nested kernel op names the backend.
+    f.backend = attentionBackendOfOp(fn.name());
   }
   const int64_t seq = fn.seqNr();
   if (seq >= 0) {
@@ -281,6 +301,9 @@ void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/
   k.ns += static_cast<int64_t>(elapsed);  // ticks until the call ends
   k.ops += 1;
   k.bytes += f.opAccount.bytes;
+  if (f.opKind == OpKind::kFusedAttention && f.backend != AttentionBackend::kCount) {
+    f.record.backends[static_cast<int>(f.backend)] += 1;
+  }
   if (f.opCost.modelled) {
     k.flops += f.opCost.flops;
     k.moved += f.opCost.bytes;
@@ -311,6 +334,7 @@ struct NodeContext final : at::ObserverContext {
   uint64_t startTicks = 0;  // the start callback's own time, when this node is a timed one
   GpuTimer* gpu = nullptr;  // GPU: first/last node events and the node's correlation id
   bool gpuPushed = false;
+  AttentionBackend backend = AttentionBackend::kCount;
 };
 
 thread_local uint32_t tBackwardCounter = 0;
@@ -332,6 +356,8 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   auto ctx = std::make_unique<NodeContext>();
   ctx->session = s;
   ctx->link = link;
+  // A fused kernel's own node names its backend (the math path's nodes are the unfused ops').
+  if (link.kind == OpKind::kFusedAttention) ctx->backend = attentionBackendOfNode(fn.name());
   MemoryTargets& targets = MemoryTargets::current();
   ctx->savedOp = targets.op;
   targets.op = &ctx->account;
@@ -357,7 +383,7 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   }
   DeviceMemoryReporter::leave(node->deviceReporter);
   MemoryTargets::current().op = node->savedOp;
-  node->session->addBackwardNode(node->link, ns, node->account);
+  node->session->addBackwardNode(node->link, ns, node->account, node->backend);
   if (node->startTicks != 0) {
     node->session->addOverheadTicks((node->startTicks + ticks() - entry) * Session::kOverheadSampling);
   }
@@ -403,9 +429,21 @@ struct CollectiveContext final : at::ObserverContext {
   uint64_t t0 = 0;
 };
 
+// c10d's Work titles a collective "<backend>:<collective>" ("gloo:all_reduce", "nccl:_allgather_base",
+// "mpi:broadcast"); any backend's (ucc, xccl, a program's own) reads the same way.
 bool isCollectiveName(const char* name) {
-  return std::strncmp(name, "gloo:", 5) == 0 || std::strncmp(name, "nccl:", 5) == 0 ||
-         std::strncmp(name, "mpi:", 4) == 0;
+  const char* colon = std::strchr(name, ':');
+  if (colon == nullptr || colon == name || colon - name > 16 || colon[1] == ':') return false;
+  for (const char* c = name; c < colon; ++c) {
+    if (!std::isalnum(static_cast<unsigned char>(*c))) return false;
+  }
+  const char* op = colon + 1;
+  while (*op == '_') ++op;
+  for (const char* word : {"all", "reduce", "broadcast", "barrier", "gather", "scatter", "send",
+                           "recv", "alltoall"}) {
+    if (std::strncmp(op, word, std::strlen(word)) == 0) return true;
+  }
+  return false;
 }
 
 std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {

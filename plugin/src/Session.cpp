@@ -231,9 +231,11 @@ bool Session::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) 
   return links_.find(forwardThreadId, sequenceNr, out);
 }
 
-void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account) {
+void Session::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account,
+                              AttentionBackend backend) {
   std::lock_guard<std::mutex> lock(statsMutex_);
   CallRecord& r = pendingBackward_[link.instance].record;
+  if (backend != AttentionBackend::kCount) r.backends[static_cast<int>(backend)] += 1;
   r.layer = link.layer;
   r.phase = Phase::kBackward;
   r.ns += ns;

@@ -92,7 +92,9 @@ class Session {
                       const LinkTable::Entry* links, size_t numLinks,
                       const BackwardEstimate* backward, uint64_t instance);
   bool findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out);
-  void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account);
+  // `backend`: the fused kernel the node belongs to, kCount when it is not one.
+  void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account,
+                       AttentionBackend backend = AttentionBackend::kCount);
 
   // Installs the callbacks for the first step. Called once by start().
   void begin();

@@ -29,9 +29,15 @@ def options():
     return [dict(v, keyword=v["name"][len("ATTNSCOPE_"):].lower()) for v in _attnscope.variables()]
 
 
-def start(rank=None, world_size=None, **kwargs):
+def start(rank=None, world_size=None, group=None, **kwargs):
     """Starts observing on this rank. Rank and world size default to the launcher's (torchrun,
-    mpirun); pass them when the process group was formed otherwise."""
+    mpirun); pass them when the process group was formed otherwise.
+
+    group: a torch.distributed ProcessGroup made for attnscope alone (never the one the job trains
+    on), e.g. torch.distributed.new_group(backend="gloo") called on every rank in the same order;
+    attnscope then aggregates with real collectives on it (ATTNSCOPE_AGGREGATION=auto or gloo).
+    The zero-code attach makes one after init_process_group. Without one, ranks aggregate through
+    the job's store (ATTNSCOPE_AGGREGATION=store, small worlds)."""
     known = {o["keyword"]: o["name"] for o in options()}
     variables = {k: v for k, v in os.environ.items() if k.startswith("ATTNSCOPE_")}
     for key, value in kwargs.items():
@@ -40,6 +46,13 @@ def start(rank=None, world_size=None, **kwargs):
         if isinstance(value, bool):
             value = "1" if value else "0"
         variables[known[key]] = str(value)
+    check_config(variables)  # a bad option fails before the group is handed over
+    if group is not None:
+        # Through the dispatcher, not pybind11: torch's ProcessGroup crosses as its TorchScript
+        # object (plugin/src/TorchOps.cpp).
+        torch.ops.attnscope.hand_in_group(group.boxed())
+    if rank is None and group is not None:
+        rank, world_size = group.rank(), group.size()
     _attnscope.start(variables, -1 if rank is None else int(rank), 0 if world_size is None else int(world_size))
 
 

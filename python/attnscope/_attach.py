@@ -6,11 +6,16 @@ calls install() in every worker before the script runs).
   prefix dropped), so every rank names a layer the same way.
 - torch.nn.functional.scaled_dot_product_attention, where the torch version has it, runs inside
   attnscope.attention(<innermost running module's name>.sdpa) when no attention scope is open.
-- torch.distributed.init_process_group is followed: once it returns, attnscope starts with the
-  group's rank and world size, on torchrun's store. A script that forms no group starts attnscope
-  at its first attention call. attnscope stops at interpreter exit.
+- torch.distributed.init_process_group is followed: once it returns, attnscope forms a Gloo side
+  group of its own (torch.distributed.new_group(backend="gloo"), right there, so in the same order
+  on every rank) and starts with it, the group's rank and world size, and torchrun's store. Its
+  rounds are real Gloo collectives that never touch the job's communicator. A script that forms no
+  group starts attnscope at its first attention call. attnscope stops at interpreter exit.
 """
 import atexit
+import datetime
+import os
+import sys
 import threading
 import weakref
 
@@ -43,8 +48,37 @@ def _ensure_started():
         dist = torch.distributed
         if dist.is_available() and dist.is_initialized():
             kwargs = {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
+            group = _side_group(dist)
+            if group is not None:
+                kwargs["group"] = group
         attnscope.start(**kwargs)
         atexit.register(attnscope.stop)
+
+
+def _option(name):
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    return next(o["default"] for o in attnscope.options() if o["name"] == name)
+
+
+def _side_group(dist):
+    """A Gloo group for attnscope's rounds, or None (one rank, another backend chosen, disabled).
+    Collective over the default group: called right after init_process_group on every rank."""
+    attnscope.check_config({k: v for k, v in os.environ.items() if k.startswith("ATTNSCOPE_")})
+    if dist.get_world_size() < 2 or _option("ATTNSCOPE_ENABLE").lower() in ("0", "false", "off", "no"):
+        return None
+    if _option("ATTNSCOPE_AGGREGATION") not in ("auto", "gloo"):
+        return None
+    if not dist.is_gloo_available():
+        sys.stderr.write("[attnscope] this torch has no Gloo: ranks aggregate through the store\n")
+        return None
+    timeout = datetime.timedelta(seconds=float(_option("ATTNSCOPE_ROUND_TIMEOUT_S")))
+    try:
+        return dist.new_group(backend="gloo", timeout=timeout)
+    except Exception as e:  # noqa: BLE001 - the job goes on; attnscope falls back to the store
+        sys.stderr.write(f"[attnscope] no Gloo side group ({e}); ranks aggregate through the store\n")
+        return None
 
 
 def _stack():

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Tests of the trace store and attnscope-analyze with real processes over real Gloo.
 Usage: analysis_test.py CASE EXAMPLE_BINARY ANALYZE_BINARY SOURCE_DIR [COMPARE_BINARY]
 

@@ -1,10 +1,12 @@
-#!/usr/bin/python3
-"""Multi-process tests of cross-rank aggregation with real processes, real Gloo, real torchrun and
-real mpirun. Usage: distributed_test.py CASE EXAMPLE_BINARY SOURCE_DIR
+#!/usr/bin/env python3
+"""Multi-process tests of cross-rank aggregation with real processes, real torchrun and real mpirun
+(the real Gloo side group of Python jobs: launch_test.py). Usage: distributed_test.py CASE EXAMPLE_BINARY SOURCE_DIR
 
 Cases:
-  gloo2_sums          2 ranks: the cluster statistics on rank 0 equal the sum of every rank's own
-  gloo4_no_straggler  4 ranks, no injection, many windows: nobody is reported
+  store2_sums         2 ranks aggregating through the job's store (a C++ program on the pip wheel
+                      hands in no group): the cluster statistics on rank 0 equal the sum of every
+                      rank's own
+  store4_no_straggler 4 ranks, no injection, many windows: nobody is reported
   torchrun4_straggler 4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1
   mpirun4_straggler   the same under mpirun with ATTNSCOPE_AGGREGATION=mpi
   kill4               SIGKILL rank 3 of 4 mid-run: the others report it missing within 3
@@ -93,11 +95,12 @@ def assert_straggler(tmp, world, slow_rank, slow_layer, stderr_text):
     print("straggler:", finding["description"])
 
 
-def case_gloo2_sums(tmp):
+def case_store2_sums(tmp):
     procs = spawn_ranks(2, base_env(tmp, 0.3), TINY + ["--steps", "400"], tmp)
     codes = wait_all(procs)
     check(codes == [0, 0], f"exit codes {codes}")
     summaries = assert_sums(tmp, 2)
+    check(summaries[0]["cluster"]["aggregation"] == "store", f"aggregation {summaries[0]['cluster']['aggregation']}")
     check(summaries[0]["cluster"]["rounds"] >= 3, "fewer than 3 rounds")
     check(summaries[0]["cluster"]["stragglers"] == [], "a straggler without injection")
     # The job's own gradient all-reduce was observed on every rank.
@@ -106,7 +109,7 @@ def case_gloo2_sums(tmp):
     print("cluster statistics equal the sum of 2 ranks' over", summaries[0]["cluster"]["rounds"], "rounds")
 
 
-def case_gloo4_no_straggler(tmp):
+def case_store4_no_straggler(tmp):
     # 1 s windows (the default is 10 s): 4 ranks share 2 cores here, and shorter windows are
     # dominated by which process the scheduler preempted.
     env = base_env(tmp, 1.0)

@@ -3,6 +3,7 @@
 # forward and one backward call per step, the op kinds of attention, and memory figures.
 set -euo pipefail
 example="$1"
+python="${2:-python3}"  # the Python whose torch the example was built against
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -12,14 +13,15 @@ ATTNSCOPE_SUMMARY_JSON="$out/s-{rank}.json" ATTNSCOPE_LOG_LEVEL=info \
 test -f "$out/s-0.json" || { echo "no summary at $out/s-0.json"; exit 1; }
 grep -q "attention per layer" "$out/stderr" || { echo "no table on stderr"; cat "$out/stderr"; exit 1; }
 
-/usr/bin/python3 - "$out/s-0.json" <<'PY'
+"$python" - "$out/s-0.json" <<'PY'
 import json, sys
+import torch
 s = json.load(open(sys.argv[1]))
 assert s["schema"] == "attnscope.summary/1", s["schema"]
 run = s["run"]
 assert run["rank"] == 0 and run["world_size"] == 1, run
 assert run["steps_seen"] == 20 and run["steps_sampled"] == 20, run
-assert run["torch_version"].count(".") == 2, run["torch_version"]
+assert run["torch_version"] == torch.__version__.split("+")[0], (run["torch_version"], torch.__version__)
 layers = s["layers"]
 assert [l["name"] for l in layers] == [f"layers.{i}.attn" for i in range(4)], [l["name"] for l in layers]
 for l in layers:

@@ -3,10 +3,12 @@
 set -euo pipefail
 build="$1"
 src="$2"
+python="$3"  # the Python whose torch attnscope was built against: find_dependency(Torch) needs it
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+torch_prefix=$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-cmake -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake -S "$src/tests/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix;$torch_prefix" >/dev/null
 cmake --build "$work/consumer" -j2 >/dev/null
 out=$("$work/consumer/consumer")
 echo "$out"

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """launch/attnscope-run end to end: real torchrun launches of the C++ and the Python example, zero-code
 attach of an unmodified script, the Python API, and the launcher's errors.
 Usage: launch_test.py CASE BUILD_DIR SOURCE_DIR
@@ -25,7 +25,7 @@ from ranks import check, free_ports  # noqa: E402
 def free_port(n=2):
     return free_ports(n)
 RUN = os.path.join(SOURCE, "launch", "attnscope-run")
-PY = "/usr/bin/python3"
+PY = sys.executable  # ATTNSCOPE_PYTHON: the Python whose torch attnscope was built against
 
 
 def env():
@@ -58,10 +58,11 @@ def case_cpp2(tmp):
         check(s["run"]["rank"] == rank and s["run"]["world_size"] == 2, f"rank {rank}: {s['run']}")
         check([l["name"] for l in s["layers"]] == ["layers.0.attn", "layers.1.attn"], f"rank {rank} layers")
     cluster = load(os.path.join(tmp, "summary-0.json"))["cluster"]
-    check(cluster["aggregation"] == "gloo" and cluster["rounds"] > 0, f"cluster: {str(cluster)[:300]}")
+    # A C++ program that hands in only its store aggregates through it (no Gloo headers in the wheel).
+    check(cluster["aggregation"] == "store" and cluster["rounds"] > 0, f"cluster: {str(cluster)[:300]}")
     targets = load(os.path.join(tmp, "targets.json"))
     check(sorted(t["labels"]["rank"] for t in targets) == ["0", "1"], f"targets: {targets}")
-    print("C++ example under attnscope-run: 2 summaries, cluster over gloo, 2 targets")
+    print("C++ example under attnscope-run: 2 summaries, cluster through the store, 2 targets")
 
 
 def case_python2(tmp):

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Prometheus export end to end: real ranks, a real Prometheus server, a real push gateway.
 Usage: prometheus_test.py CASE EXAMPLE_BINARY SOURCE_DIR ANALYZE_BINARY
 

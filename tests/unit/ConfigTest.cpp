@@ -446,10 +446,10 @@ INSTANTIATE_TEST_SUITE_P(
         // ATTNSCOPE_AGGREGATION (enum)
         InvalidCase{"Aggregation_NotAllowedWord", kEnvAggregation, "tcp",
                     "ATTNSCOPE_AGGREGATION=\"tcp\" is not an aggregation backend; allowed: one "
-                    "of auto, gloo, nccl, mpi, local, none"},
+                    "of auto, gloo, store, nccl, mpi, local, none"},
         InvalidCase{"Aggregation_Empty", kEnvAggregation, "",
                     "ATTNSCOPE_AGGREGATION=\"\" is not an aggregation backend; allowed: one of "
-                    "auto, gloo, nccl, mpi, local, none"},
+                    "auto, gloo, store, nccl, mpi, local, none"},
         // ATTNSCOPE_GPU_TIMING (enum)
         InvalidCase{"GpuTiming_NotAllowedWord", kEnvGpuTiming, "nvtx",
                     "ATTNSCOPE_GPU_TIMING=\"nvtx\" is not a GPU timing source; allowed: one of "

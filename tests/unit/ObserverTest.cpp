@@ -404,6 +404,99 @@ TEST_F(ObserverTest, FusedAttentionOpsAreFoundWithoutAScope) {
   EXPECT_GT(fwd->call.ops, 0u);  // its inner kernels, classified
 }
 
+// PyTorch 2.x's CPU SDPA: the flash kernel when dropout is 0, the math path otherwise; both are
+// one fused_attention op whose backend is named from the kernel op SDPA dispatches to, and the
+// flash kernel's own autograd node names it in backward.
+TEST_F(ObserverTest, SdpaBackendsAreNamedInForwardAndBackward) {
+  start(quietConfig());
+  auto q = torch::randn({2, 4, 16, 8}, torch::requires_grad());
+  auto k = torch::randn({2, 4, 16, 8}, torch::requires_grad());
+  auto v = torch::randn({2, 4, 16, 8}, torch::requires_grad());
+  for (int call = 0; call < 3; ++call) {
+    torch::Tensor out;
+    {
+      AttentionScope scope("flash");
+      out = at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.0, /*is_causal=*/true);
+    }
+    {
+      AttentionScope scope("math");
+      out = out + at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.5);
+    }
+    out.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  const PhaseStats* flash = findPhase(stats, "flash", Phase::kForward);
+  const PhaseStats* math = findPhase(stats, "math", Phase::kForward);
+  ASSERT_NE(flash, nullptr);
+  ASSERT_NE(math, nullptr);
+  const auto idx = [](AttentionBackend b) { return static_cast<int>(b); };
+  EXPECT_EQ(flash->backends[idx(AttentionBackend::kFlash)], 3u);
+  EXPECT_EQ(flash->backends[idx(AttentionBackend::kMath)], 0u);
+  EXPECT_EQ(math->backends[idx(AttentionBackend::kMath)], 3u);
+  EXPECT_EQ(math->backends[idx(AttentionBackend::kFlash)], 0u);
+  ASSERT_NE(findKind(flash, OpKind::kFusedAttention), nullptr);
+  EXPECT_EQ(findKind(flash, OpKind::kFusedAttention)->ops, 3u);
+  ASSERT_NE(findKind(math, OpKind::kFusedAttention), nullptr);
+  const PhaseStats* flashBwd = findPhase(stats, "flash", Phase::kBackward);
+  ASSERT_NE(flashBwd, nullptr);
+  EXPECT_EQ(flashBwd->backends[idx(AttentionBackend::kFlash)], 3u);
+  ASSERT_NE(findKind(flashBwd, OpKind::kFusedAttention), nullptr);
+  // The math path's backward runs the unfused ops' nodes, still charged to the fused kind.
+  const PhaseStats* mathBwd = findPhase(stats, "math", Phase::kBackward);
+  ASSERT_NE(mathBwd, nullptr);
+  ASSERT_NE(findKind(mathBwd, OpKind::kFusedAttention), nullptr);
+  EXPECT_GT(findKind(mathBwd, OpKind::kFusedAttention)->ops, 0u);
+}
+
+// Meta and nested tensors reach RecordFunction in 2.x; their sizes are not real work (meta) or
+// not readable (nested): the shape read skips them, nothing throws, and no FLOPs are estimated.
+TEST_F(ObserverTest, MetaAndNestedTensorsAreObservedWithoutCostEstimates) {
+  Config c = quietConfig();
+  c.roofline = true;
+  c.peakFlops = 1e10;
+  c.peakBandwidth = 1e10;
+  start(c);
+  {
+    AttentionScope scope("meta");
+    auto q = torch::randn({2, 4, 16, 8}, torch::device(torch::kMeta));
+    auto s = torch::matmul(q, q.transpose(-2, -1));
+    auto p = torch::softmax(s, -1);
+    auto o = at::scaled_dot_product_attention(q, q, q);
+    EXPECT_EQ(p.sizes(), (std::vector<int64_t>{2, 4, 16, 16}));
+    EXPECT_TRUE(o.is_meta());
+  }
+  {
+    AttentionScope scope("nested");
+    auto nt = at::_nested_tensor_from_tensor_list({torch::randn({3, 8}), torch::randn({5, 8})});
+    auto w = torch::randn({8, 8});
+    auto y = torch::softmax(at::matmul(nt, w), -1);
+    EXPECT_TRUE(y.is_nested());
+  }
+  {
+    AttentionScope scope("real");
+    auto q = torch::randn({2, 4, 16, 8});
+    auto s = torch::matmul(q, q.transpose(-2, -1));
+  }
+  step();
+  const StatsTable stats = statistics();
+  for (const char* name : {"meta", "nested"}) {
+    const PhaseStats* fwd = findPhase(stats, name, Phase::kForward);
+    ASSERT_NE(fwd, nullptr) << name;
+    EXPECT_EQ(fwd->call.seconds.count(), 1u) << name;
+    EXPECT_GT(fwd->call.ops, 0u) << name;
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      if (fwd->kinds[k]) EXPECT_EQ(fwd->kinds[k]->flops, 0.0) << name << " " << opKindName(static_cast<OpKind>(k));
+    }
+  }
+  // The real matmul is still modelled: 2 * batch * heads * 16 * 16 * 8 flops.
+  const PhaseStats* real = findPhase(stats, "real", Phase::kForward);
+  ASSERT_NE(real, nullptr);
+  double flops = 0;
+  for (int k = 0; k < kNumOpKinds; ++k) flops += real->kinds[k] ? real->kinds[k]->flops : 0.0;
+  EXPECT_EQ(flops, 2.0 * 2 * 4 * 16 * 16 * 8);
+}
+
 TEST_F(ObserverTest, CoexistsWithTorchProfilerStartedLater) {
   namespace prof = torch::profiler::impl;
   start(quietConfig());

@@ -43,12 +43,13 @@ constexpr char kEnvCalibrate[] = "ATTNSCOPE_CALIBRATE";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
-  kAuto,   // local for a world of one, gloo otherwise
-  kGloo,   // a dedicated c10d ProcessGroupGloo on the job's store
+  kAuto,   // local for a world of one; else gloo when a group was handed in, else store
+  kGloo,   // a c10d group of attnscope's own handed in (Python's attach forms a Gloo side group)
   kNccl,   // a dedicated c10d ProcessGroupNCCL (builds with CUDA LibTorch)
   kMpi,    // MPI on a duplicated communicator
   kLocal,  // a world of one: this rank is the cluster
   kNone,   // per-rank figures only
+  kStore,  // through the job's c10d store, rank 0 reducing (small worlds; docs/AGGREGATION.md)
 };
 ATTNSCOPE_API const char* aggregationName(Aggregation a);
 

@@ -7,29 +7,10 @@
 
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Export.h"
+#include "attnscope/core/OpKind.h"
 
 namespace attnscope {
 
-// The attention implementation a layer's kernels came from, told by kernel names (CUPTI only).
-enum class AttentionBackend : uint8_t {
-  kFlash = 0,         // FlashAttention kernels ("flash_fwd", "flash_bwd", "flash::")
-  kMemoryEfficient,   // memory-efficient / cutlass FMHA kernels ("fmha_cutlass", "AttentionKernel", "efficient_attention")
-  kCudnn,             // cuDNN SDPA kernels ("cudnn")
-  kMath,              // everything else: unfused GEMMs, softmax, elementwise
-  kCount
-};
-constexpr int kNumAttentionBackends = static_cast<int>(AttentionBackend::kCount);
-// "flash", "memory_efficient", "cudnn", "math".
-inline const char* attentionBackendName(AttentionBackend backend) {
-  switch (backend) {
-    case AttentionBackend::kFlash: return "flash";
-    case AttentionBackend::kMemoryEfficient: return "memory_efficient";
-    case AttentionBackend::kCudnn: return "cudnn";
-    case AttentionBackend::kMath: return "math";
-    case AttentionBackend::kCount: break;
-  }
-  return "?";
-}
 
 // What the GPU collectors of one rank are doing (docs/GPU.md); a copy, read at any time
 // (attnscope::gpuStatus()). Meant for the exporters: every field is a gauge or a counter.

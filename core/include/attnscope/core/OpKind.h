@@ -22,6 +22,35 @@ enum class OpKind : uint8_t {
 };
 constexpr int kNumOpKinds = static_cast<int>(OpKind::kCount);
 
+// The attention implementation that ran: on a GPU told by kernel names (CUPTI), on any device by
+// the kernel op SDPA dispatched to (attentionBackendOfOp).
+enum class AttentionBackend : uint8_t {
+  kFlash = 0,         // FlashAttention: flash kernels; the op _scaled_dot_product_flash_attention(_for_cpu)
+  kMemoryEfficient,   // memory-efficient / cutlass FMHA kernels; _scaled_dot_product_efficient_attention
+  kCudnn,             // cuDNN SDPA kernels; _scaled_dot_product_cudnn_attention
+  kMath,              // unfused GEMMs, softmax, elementwise; _scaled_dot_product_attention_math
+  kCount
+};
+constexpr int kNumAttentionBackends = static_cast<int>(AttentionBackend::kCount);
+// "flash", "memory_efficient", "cudnn", "math".
+inline const char* attentionBackendName(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::kFlash: return "flash";
+    case AttentionBackend::kMemoryEfficient: return "memory_efficient";
+    case AttentionBackend::kCudnn: return "cudnn";
+    case AttentionBackend::kMath: return "math";
+    case AttentionBackend::kCount: break;
+  }
+  return "?";
+}
+
+// The backend of an SDPA kernel op ("aten::_scaled_dot_product_flash_attention_for_cpu" is flash,
+// "aten::_scaled_dot_product_attention_math" is math, ...); kCount for any other op.
+ATTNSCOPE_API AttentionBackend attentionBackendOfOp(const char* opName);
+// The backend of a fused kernel's autograd node ("ScaledDotProductFlashAttentionForCpuBackward0"
+// is flash); kCount for any other node (the math path's nodes are the unfused ops').
+ATTNSCOPE_API AttentionBackend attentionBackendOfNode(const char* nodeName);
+
 enum class Phase : uint8_t { kForward = 0, kBackward, kRecompute, kCount };
 constexpr int kNumPhases = static_cast<int>(Phase::kCount);
 

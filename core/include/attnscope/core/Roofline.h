@@ -58,6 +58,10 @@ struct OpArgs {
   // listCount is the list's length, which may exceed kMaxListShapes (then only the first are here).
   std::array<TensorShape, kMaxListShapes> list{};
   uint8_t listCount = 0;
+  // A tensor argument whose sizes are not real or not local (symbolic shapes under torch.compile
+  // tracing, meta and fake tensors, nested tensors, Python subclasses such as DTensor, whose sizes
+  // are global): its shape was not read, and no cost is estimated for the op.
+  bool opaque = false;
 
   const OpArg* tensor(int i) const {  // args[i] when it is a tensor, else null
     return i < count && args[i].type == OpArg::Type::kTensor ? &args[i] : nullptr;

@@ -34,6 +34,8 @@ struct CallRecord {
   int64_t bytes = 0;
   int64_t peak = 0;
   std::array<Kind, kNumOpKinds> kinds{};
+  // Fused-attention ops (forward) or their autograd nodes (backward) per backend.
+  std::array<uint32_t, kNumAttentionBackends> backends{};
 };
 
 // Statistics of one (layer, phase, op kind) cell, or of the whole call when kind is "all".
@@ -55,6 +57,9 @@ struct CellStats {
 struct PhaseStats {
   CellStats call;                                 // the whole attention call
   std::array<std::unique_ptr<CellStats>, kNumOpKinds> kinds;  // null until the kind runs
+  // Fused-attention ops per backend that ran (flash, memory_efficient, cudnn, math). Per rank: not
+  // in flatten(), so the cluster's merged table has none.
+  std::array<uint64_t, kNumAttentionBackends> backends{};
 
   PhaseStats() = default;
   PhaseStats(const PhaseStats& other);

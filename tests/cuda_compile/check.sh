@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The CUDA variant compiles against the top of the supported range: PyTorch 2.14.1's CUDA wheel,
+# with nccl.h and cupti.h from the NVIDIA wheels beside it (CUDA 13 layout: nvidia/nccl/include,
+# nvidia/cu13/include). Compile-only (this machine has no GPU): every translation unit that
+# includes CUDA, NCCL or CUPTI headers is checked with -fsyntax-only in C++20 with the CUDA paths
+# on (ATTNSCOPE_TORCH_CUDA, ATTNSCOPE_WITH_NCCL, ATTNSCOPE_WITH_CUDA). ATTNSCOPE_CUDA_COMPILE_ALL=1
+# adds every other translation unit that includes LibTorch (about 4 more minutes on 2 cores). Nothing is installed: `pip download` takes the wheels (the local files
+# here) and only their headers are unpacked, into WORK (kept between runs).
+#
+#   tests/cuda_compile/check.sh SOURCE_DIR [WORK_DIR]
+# Needs: pip (the checkout's .venv), unzip, g++, the CUDA toolkit's runtime headers
+# (/usr/local/cuda, CUDAToolkit_ROOT) or the nvidia-cuda-runtime wheel. Exit 0 when all compile.
+set -euo pipefail
+src=$(cd "$1" && pwd)
+work=${2:-$src/build-cuda-compile}
+python=${ATTNSCOPE_PYTHON:-$src/.venv/bin/python}
+torch_cuda=${ATTNSCOPE_TORCH_CUDA_VERSION:-2.14.1}
+start=$(date +%s)
+mkdir -p "$work/wheels" "$work/tree"
+
+unpack() {  # unpack WHEEL_SPEC PATTERN...
+  local spec=$1; shift
+  local marker="$work/tree/.$(echo "$spec" | tr -c 'A-Za-z0-9.' _)"
+  [ -f "$marker" ] && return 0
+  "$python" -m pip download -q --no-deps "$spec" -d "$work/wheels"
+  local name=${spec%%=*}; name=${name//-/_}
+  local file; file=$(ls "$work/wheels/${name}"-*.whl | head -1)
+  unzip -q -o "$file" "$@" -d "$work/tree"
+  rm -f "$file"  # only the headers are kept
+  touch "$marker"
+}
+unpack "torch==$torch_cuda" 'torch/include/*'
+unpack nvidia-nccl-cu13 'nvidia/nccl/include/*'
+unpack nvidia-cuda-cupti 'nvidia/cu13/include/*'
+cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
+if [ -f "$cuda_root/include/cuda_runtime_api.h" ]; then
+  cuda_include=$cuda_root/include
+else
+  unpack nvidia-cuda-runtime 'nvidia/cu13/include/*'
+  unpack nvidia-cuda-cccl 'nvidia/cu13/include/*'
+  cuda_include=$work/tree/nvidia/cu13/include
+fi
+t=$work/tree
+grep -q "TORCH_VERSION_MINOR $(echo "$torch_cuda" | cut -d. -f2)" "$t/torch/include/torch/headeronly/version.h" \
+  || { echo "check.sh: the unpacked headers are not torch $torch_cuda" >&2; exit 1; }
+grep -q "define USE_CUDA\|C10_CUDA" "$t/torch/include/c10/cuda/impl/cuda_cmake_macros.h" \
+  || { echo "check.sh: torch $torch_cuda's headers are not a CUDA build" >&2; exit 1; }
+echo "check.sh: headers of torch $torch_cuda (CUDA), NCCL, CUPTI unpacked in $(( $(date +%s) - start )) s"
+
+flags=(-std=c++20 -fsyntax-only -fPIC -Wall -Wextra -Wno-unused-parameter
+  -DATTNSCOPE_VERSION='"0"' -DATTNSCOPE_WITH_PROMETHEUS=0 -DATTNSCOPE_WITH_MPI=0
+  -DATTNSCOPE_TORCH_CUDA=1 -DATTNSCOPE_WITH_NCCL=1 -DUSE_C10D_NCCL -DUSE_CUDA
+  -DATTNSCOPE_WITH_CUDA=1 -DATTNSCOPE_CUDART_PATH='""' -DATTNSCOPE_CUPTI_PATH='""'
+  -I"$src/core/include" -I"$src/collectors/include" -I"$src/exporters/include" -I"$src/plugin/include"
+  -I"$src/plugin/src" -I"$src/examples"
+  -isystem "$t/torch/include" -isystem "$t/torch/include/torch/csrc/api/include"
+  -isystem "$t/nvidia/nccl/include" -isystem "$t/nvidia/cu13/include" -isystem "$cuda_include")
+# The CUDA, NCCL and CUPTI translation units (and, when asked, every other one that includes LibTorch).
+units=(collectors/src/CudaEventApi.cpp collectors/src/CuptiActivityApi.cpp plugin/src/CudaTorch.cpp
+       plugin/src/C10dAggregator.cpp tests/gpu/gpu_checks.cpp)
+for f in plugin/src/*.cpp collectors/src/*.cpp examples/*.cpp; do
+  [ "${ATTNSCOPE_CUDA_COMPILE_ALL:-0}" = 1 ] || break
+  case " ${units[*]} " in *" $f "*) ;; *) grep -q '#include <\(torch\|ATen\|c10\)/' "$src/$f" && units+=("$f") ;; esac
+done
+# Exporter-free: the Prometheus half of the reporter needs prometheus-cpp, not LibTorch's CUDA side.
+failed=0
+printf '%s\n' "${units[@]}" | grep -v 'ReporterExport.cpp' | \
+  xargs -P "$(nproc)" -I{} sh -c 'g++ "$@" "'"$src"'/{}" 2>"'"$work"'/$(basename {}).log" && echo "  ok   {}" || { echo "  FAIL {}"; cat "'"$work"'/$(basename {}).log" | head -40; exit 1; }' _ "${flags[@]}" \
+  || failed=1
+echo "check.sh: ${#units[@]} translation units against torch $torch_cuda (CUDA) in $(( $(date +%s) - start )) s"
+exit "$failed"
