@@ -8,8 +8,8 @@
 # here) and only their headers are unpacked, into WORK (kept between runs).
 #
 #   tests/cuda_compile/check.sh SOURCE_DIR [WORK_DIR]
-# Needs: pip (the checkout's .venv), unzip, g++, the CUDA toolkit's runtime headers
-# (/usr/local/cuda, CUDAToolkit_ROOT) or the nvidia-cuda-runtime wheel. Exit 0 when all compile.
+# Needs: pip (the checkout's .venv) with the wheels reachable (torch 2.14.1, nvidia-nccl-cu13,
+# nvidia-cuda-cupti, nvidia-cuda-runtime, nvidia-cuda-cccl), unzip, g++. Exit 0 when all compile.
 set -euo pipefail
 src=$(cd "$1" && pwd)
 work=${2:-$src/build-cuda-compile}
@@ -32,13 +32,25 @@ unpack() {  # unpack WHEEL_SPEC PATTERN...
 unpack "torch==$torch_cuda" 'torch/include/*'
 unpack nvidia-nccl-cu13 'nvidia/nccl/include/*'
 unpack nvidia-cuda-cupti 'nvidia/cu13/include/*'
-cuda_root=${CUDAToolkit_ROOT:-/usr/local/cuda}
-if [ -f "$cuda_root/include/cuda_runtime_api.h" ]; then
-  cuda_include=$cuda_root/include
-else
-  unpack nvidia-cuda-runtime 'nvidia/cu13/include/*'
-  unpack nvidia-cuda-cccl 'nvidia/cu13/include/*'
+# The CUDA runtime headers CUPTI's wheel was made with (the torch wheel requires the same
+# cuda-toolkit release: nvidia-cuda-runtime, with cccl and crt for the headers it includes); a local toolkit of another
+# 13.x release may lack declarations that CUPTI's generated headers use.
+if unpack nvidia-cuda-runtime 'nvidia/cu13/include/*' && unpack nvidia-cuda-cccl 'nvidia/cu13/include/*' \
+   && unpack nvidia-cuda-crt 'nvidia/cu13/include/*'; then
   cuda_include=$work/tree/nvidia/cu13/include
+else
+  cuda_include=${CUDAToolkit_ROOT:-/usr/local/cuda}/include
+  echo "check.sh: no nvidia-cuda-runtime wheel; using $cuda_include" >&2
+fi
+# ATen's CUDA context (included by ProcessGroupNCCL.hpp) also includes cuBLAS, cuSPARSE and
+# cuSOLVER headers, libraries attnscope never calls: a local toolkit's serve, after the wheels'
+# (so the runtime's come from the wheel); without one, those wheels' headers are unpacked too.
+toolkit=${CUDAToolkit_ROOT:-/usr/local/cuda}/include
+if [ ! -f "$toolkit/cusparse.h" ]; then
+  unpack nvidia-cublas 'nvidia/cu13/include/*'
+  unpack nvidia-cusparse 'nvidia/cu13/include/*'
+  unpack nvidia-cusolver 'nvidia/cu13/include/*'
+  toolkit=$work/tree/nvidia/cu13/include
 fi
 t=$work/tree
 grep -q "TORCH_VERSION_MINOR $(echo "$torch_cuda" | cut -d. -f2)" "$t/torch/include/torch/headeronly/version.h" \
@@ -54,7 +66,8 @@ flags=(-std=c++20 -fsyntax-only -fPIC -Wall -Wextra -Wno-unused-parameter
   -I"$src/core/include" -I"$src/collectors/include" -I"$src/exporters/include" -I"$src/plugin/include"
   -I"$src/plugin/src" -I"$src/examples"
   -isystem "$t/torch/include" -isystem "$t/torch/include/torch/csrc/api/include"
-  -isystem "$t/nvidia/nccl/include" -isystem "$t/nvidia/cu13/include" -isystem "$cuda_include")
+  -isystem "$t/nvidia/nccl/include" -isystem "$t/nvidia/cu13/include" -isystem "$cuda_include"
+  -idirafter "$toolkit")
 # The CUDA, NCCL and CUPTI translation units (and, when asked, every other one that includes LibTorch).
 units=(collectors/src/CudaEventApi.cpp collectors/src/CuptiActivityApi.cpp plugin/src/CudaTorch.cpp
        plugin/src/C10dAggregator.cpp tests/gpu/gpu_checks.cpp)

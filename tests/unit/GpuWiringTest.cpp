@@ -15,6 +15,7 @@
 #include "GpuTesting.h"
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
+#include "TorchProfiler.h"
 
 namespace attnscope {
 namespace {
@@ -156,8 +157,7 @@ TEST_F(GpuWiringTest, AnotherSubscriberMeansCudaEventsThroughStart) {
 
 TEST_F(GpuWiringTest, TorchProfilerRunningAtStartMeansCudaEventsAndCuptiUntouched) {
   namespace prof = torch::profiler::impl;
-  torch::autograd::profiler::enableProfiler(prof::ProfilerConfig(prof::ProfilerState::KINETO),
-                                            {prof::ActivityType::CPU});
+  startTorchProfiler();
   start(config(GpuTiming::kAuto));
   const GpuStatus s = gpuStatus();
   torch::autograd::profiler::disableProfiler();
@@ -171,8 +171,7 @@ TEST_F(GpuWiringTest, TorchProfilerStartedLaterSwitchesToEventsAtTheNextStep) {
   start(config(GpuTiming::kAuto));
   ASSERT_EQ(gpuStatus().source, GpuTiming::kCupti);
   train(1);
-  torch::autograd::profiler::enableProfiler(prof::ProfilerConfig(prof::ProfilerState::KINETO),
-                                            {prof::ActivityType::CPU});
+  startTorchProfiler();
   step();
   const GpuStatus s = gpuStatus();
   torch::autograd::profiler::disableProfiler();
