@@ -20,13 +20,8 @@
 #include <torch/csrc/autograd/generated/variable_factories.h>
 #include <torch/nn/modules/activation.h>
 
-#if __has_include(<ATen/ops/scaled_dot_product_attention.h>)
+#include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/ops/scaled_dot_product_attention.h>
-#define ATTNSCOPE_SDPA_PUBLIC 1
-#else
-#include <ATen/ops/_scaled_dot_product_attention.h>
-#define ATTNSCOPE_SDPA_PUBLIC 0
-#endif
 
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
@@ -37,7 +32,8 @@ namespace {
 struct Options {
   std::vector<int64_t> seqs{128, 256, 512, 1024, 2048, 4096};
   std::vector<int64_t> heads{2, 8};
-  std::vector<std::string> impls{"naive", "mha", "sdpa"};
+  // sdpa: what SDPA's dispatcher picks (the CPU flash kernel, dropout 0); sdpa_math: its math path.
+  std::vector<std::string> impls{"naive", "mha", "sdpa", "sdpa_math"};
   int64_t dModel = 256;
   int64_t batch = 1;
   int64_t reps = 3;
@@ -69,7 +65,7 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
-      std::cout << "usage: compare_attention [--seqs 128,256,...] [--heads 2,8] [--impls naive,mha,sdpa]\n"
+      std::cout << "usage: compare_attention [--seqs 128,256,...] [--heads 2,8] [--impls naive,mha,sdpa,sdpa_math]\n"
                    "                         [--d-model N] [--batch N] [--reps N] [--threads N]\n"
                    "                         [--fit-from SEQ] [--html FILE] [--json FILE]\n"
                    "Times forward and backward of each attention implementation per sequence length and\n"
@@ -90,8 +86,9 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--impls") {
       o.impls = split(v);
       for (const auto& s : o.impls) {
-        if (s != "naive" && s != "mha" && s != "sdpa") {
-          throw std::invalid_argument("--impls: \"" + s + "\" is not an implementation; allowed: naive, mha, sdpa");
+        if (s != "naive" && s != "mha" && s != "sdpa" && s != "sdpa_math") {
+          throw std::invalid_argument("--impls: \"" + s +
+                                      "\" is not an implementation; allowed: naive, mha, sdpa, sdpa_math");
         }
       }
     } else if (flag == "--d-model") o.dModel = intArg(flag, v, 8, 16384);
@@ -138,11 +135,8 @@ void runOnce(const std::string& impl, const std::string& name, int64_t seq, int6
     } else {
       auto q4 = q.view({o.batch, heads, seq, dh}), k4 = k.view({o.batch, heads, seq, dh}),
            v4 = v.view({o.batch, heads, seq, dh});
-#if ATTNSCOPE_SDPA_PUBLIC
-      out = at::scaled_dot_product_attention(q4, k4, v4);
-#else
-      out = std::get<0>(at::_scaled_dot_product_attention(q4, k4, v4));
-#endif
+      out = impl == "sdpa" ? at::scaled_dot_product_attention(q4, k4, v4)
+                           : std::get<0>(at::_scaled_dot_product_attention_math(q4, k4, v4));
     }
   }
   out.sum().backward();
@@ -150,6 +144,7 @@ void runOnce(const std::string& impl, const std::string& name, int64_t seq, int6
 
 struct Row {
   std::string impl;
+  std::string backend;  // the fused kernel's backend attnscope named (flash, math, ...), or "-"
   int64_t seq = 0, heads = 0;
   double fwd = 0, bwd = 0;          // fastest call of the reps, seconds
   double fwdMean = 0, bwdMean = 0;
@@ -200,7 +195,7 @@ std::string fmt(const char* f, double v) {
 }
 
 const char* implColor(const std::string& impl) {
-  return impl == "naive" ? "#d62728" : impl == "mha" ? "#1f77b4" : "#2ca02c";
+  return impl == "naive" ? "#d62728" : impl == "mha" ? "#1f77b4" : impl == "sdpa" ? "#2ca02c" : "#9467bd";
 }
 
 // A log-log plot of value(row) against seq, one line per (impl, heads).
@@ -272,12 +267,10 @@ int main(int argc, char** argv) {
   }
   if (o.threads > 0) at::set_num_threads(static_cast<int>(o.threads));
   torch::manual_seed(0);
-  // SDPA: LibTorch 1.13 has it as aten::_scaled_dot_product_attention, 2.x as the public op.
   std::cerr << "compare_attention: " << o.impls.size() << " implementations x " << o.seqs.size() << " lengths x "
             << o.heads.size() << " head counts, " << o.reps << " passes over every configuration (plus a warm-up pass), "
-            << at::get_num_threads() << " threads; SDPA through "
-            << (ATTNSCOPE_SDPA_PUBLIC ? "at::scaled_dot_product_attention" : "at::_scaled_dot_product_attention")
-            << "\n";
+            << at::get_num_threads() << " threads; sdpa through at::scaled_dot_product_attention, sdpa_math "
+            << "through at::_scaled_dot_product_attention_math\n";
   // Every configuration once per pass, a warm-up pass first: on a shared machine a burst of
   // load then hits one call of each configuration, not all calls of one, and the fastest call
   // of each configuration is taken.
@@ -323,6 +316,10 @@ int main(int argc, char** argv) {
       r.fwdMean = f->call.seconds.mean();
       r.fwdPeak = f->call.peak;
       r.fwdRoof = phaseRoofline(*f, ceilings);
+      r.backend = "-";
+      for (int b = 0; b < attnscope::kNumAttentionBackends; ++b) {
+        if (f->backends[b] > 0) r.backend = attnscope::attentionBackendName(static_cast<attnscope::AttentionBackend>(b));
+      }
     }
     if (const auto* bw = l.phases[static_cast<int>(attnscope::Phase::kBackward)].get()) {
       r.bwd = bw->call.seconds.min();
@@ -334,12 +331,12 @@ int main(int argc, char** argv) {
   }
 
   std::ostringstream table;
-  table << "impl    heads     seq    fwd (ms)    bwd (ms)  fwd+bwd (ms)   fwd peak (MiB)   bwd peak (MiB)"
+  table << "impl       backend heads     seq    fwd (ms)    bwd (ms)  fwd+bwd (ms)   fwd peak (MiB)   bwd peak (MiB)"
            "   fwd GFLOP/s  fwd GB/s  fwd flop/B  fwd roof   bwd GFLOP/s  bwd roof\n";
   for (const Row& r : rows) {
     char line[320];
-    std::snprintf(line, sizeof(line), "%-6s %6lld %7lld %11.3f %11.3f %13.3f %16.1f %16.1f %13.2f %9.2f %11.1f %9s %13.2f %9s\n",
-                  r.impl.c_str(), static_cast<long long>(r.heads), static_cast<long long>(r.seq), r.fwd * 1e3,
+    std::snprintf(line, sizeof(line), "%-10s %-7s %5lld %7lld %11.3f %11.3f %13.3f %16.1f %16.1f %13.2f %9.2f %11.1f %9s %13.2f %9s\n",
+                  r.impl.c_str(), r.backend.c_str(), static_cast<long long>(r.heads), static_cast<long long>(r.seq), r.fwd * 1e3,
                   r.bwd * 1e3, (r.fwd + r.bwd) * 1e3, r.fwdPeak / 1048576.0, r.bwdPeak / 1048576.0,
                   r.fwdRoof.flopsPerSecond * 1e-9, r.fwdRoof.bytesPerSecond * 1e-9, r.fwdRoof.intensity,
                   roofCell(r.fwdRoof).c_str(), r.bwdRoof.flopsPerSecond * 1e-9, roofCell(r.bwdRoof).c_str());
@@ -377,7 +374,8 @@ int main(int argc, char** argv) {
       << ", \"reps\": " << o.reps << ", \"fit_from\": " << o.fitFrom << ", \"rows\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      j << (i ? ", " : "") << "{\"impl\": \"" << r.impl << "\", \"heads\": " << r.heads << ", \"seq\": " << r.seq
+      j << (i ? ", " : "") << "{\"impl\": \"" << r.impl << "\", \"backend\": \"" << r.backend
+        << "\", \"heads\": " << r.heads << ", \"seq\": " << r.seq
         << ", \"forward_seconds\": " << fmt("%.9g", r.fwd) << ", \"backward_seconds\": " << fmt("%.9g", r.bwd)
         << ", \"forward_mean_seconds\": " << fmt("%.9g", r.fwdMean) << ", \"backward_mean_seconds\": "
         << fmt("%.9g", r.bwdMean) << ", \"forward_peak_bytes\": " << r.fwdPeak << ", \"backward_peak_bytes\": "

@@ -26,14 +26,16 @@ def use_checkout_python(script):
     """Re-runs `script` under the checkout's .venv (launch/install-deps makes it, with PyTorch 2.x)
     when the Python running it has no torch 2.x: the launcher and its workers need the torch that
     attnscope was built for. Does nothing otherwise."""
-    venv = os.path.join(ROOT, ".venv", "bin", "python")
+    venv = os.path.join(ROOT, ".venv")
+    python = os.path.join(venv, "bin", "python")
     try:
         import torch
         usable = int(torch.__version__.split(".")[0]) >= 2
     except ImportError:
         usable = False
-    if not usable and os.path.exists(venv) and os.path.realpath(sys.executable) != os.path.realpath(venv):
-        os.execv(venv, [venv, os.path.abspath(script)] + sys.argv[1:])
+    # A venv's python is often a link to the base interpreter: compare environments, not binaries.
+    if not usable and os.path.exists(python) and os.path.realpath(sys.prefix) != os.path.realpath(venv):
+        os.execv(python, [python, os.path.abspath(script)] + sys.argv[1:])
 
 
 def fix_torchrun():

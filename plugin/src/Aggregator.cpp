@@ -27,7 +27,17 @@ std::string firstLine(const std::string& s) {
 // rank 0 on storePort (MASTER_PORT + 1 by default).
 c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& source,
                                           std::chrono::milliseconds timeout, int storePort) {
-  c10::intrusive_ptr<c10d::Store> base = source.store;
+  // A client of its own on the program's store: a TCPStore client serialises its calls, so a wait
+  // of attnscope's (up to the round timeout) on the job's client would stall the job's own calls.
+  c10::intrusive_ptr<c10d::Store> base;
+  if (source.store) {
+    try {
+      base = source.store->clone();
+    } catch (const std::exception& e) {
+      ATTNSCOPE_LOG(kDebug, "the store handed in cannot be cloned, sharing it: " << firstLine(e.what()));
+      base = source.store;
+    }
+  }
   if (!base) {
     if (t.masterAddr.empty() || t.masterPort == 0) {
       throw std::runtime_error("no store: hand one to attnscope::start, or set MASTER_ADDR and "

@@ -211,6 +211,7 @@ void Reporter::run() {
       if (last) {
         finalRound();
       } else if (!peersStopping()) {
+        enterRegularRound();
         round(/*collectives=*/true);
       }
     } catch (const std::exception& e) {
@@ -255,6 +256,19 @@ bool Reporter::peersStopping() {
   return store->add("stopping", 0) > 0;
 }
 
+// Every rank announces a regular round before its collectives ("enter/<n>"): a rank that has
+// begun to stop meanwhile sees it and joins that round instead of waiting in the stop barrier
+// while the other waits in the round's collective (both would wait out the round timeout).
+bool Reporter::enterRegularRound() {
+  c10d::Store* store = store_.load();
+  if (store == nullptr || !aggregator_ || !aggregator_->healthy()) return false;
+  store->add("enter/" + std::to_string(enteredRounds_), 1);
+  // Every rank entered the previous round before this one can complete: its key is done with.
+  if (topology_.rank == 0 && enteredRounds_ > 0) store->deleteKey("enter/" + std::to_string(enteredRounds_ - 1));
+  ++enteredRounds_;
+  return true;
+}
+
 void Reporter::loseStore(const std::string& why) {
   if (store_.exchange(nullptr) != nullptr) fail("store unreachable, per-rank figures only: " + why);
 }
@@ -269,6 +283,13 @@ void Reporter::finalRound() {
                           std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
     int64_t stopped = store->add("stopping", 1);
     while (stopped < topology_.worldSize && std::chrono::steady_clock::now() < deadline) {
+      // A peer that had not yet seen "stopping" entered a regular round: meet it there.
+      if (store->add("enter/" + std::to_string(enteredRounds_), 0) > 0) {
+        ++enteredRounds_;
+        round(/*collectives=*/true);
+        if (!aggregator_->healthy()) return;
+        continue;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       stopped = store->add("stopping", 0);
     }

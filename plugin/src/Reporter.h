@@ -66,6 +66,8 @@ class Reporter {
   void round(bool collectives);
   void finalRound();
   bool peersStopping();
+  // Marks regular round number enteredRounds_ as entered in the store (a stopping rank joins it).
+  bool enterRegularRound();
   void roundDegraded(RankWindow mine);
   void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
   void fail(const std::string& error);
@@ -119,6 +121,7 @@ class Reporter {
   std::unique_ptr<TraceStore> trace_;
   bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
   bool traceWritten_ = false;     // round() committed in this iteration
+  uint64_t enteredRounds_ = 0;    // regular rounds with collectives this rank entered
   RankWindow traceWindow_;
   std::vector<TraceRooflineRow> traceRoofline_;  // the window's roofline cells (host times)
   uint64_t traceRoundsWritten_ = 0;

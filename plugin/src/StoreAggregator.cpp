@@ -23,7 +23,13 @@ std::string firstLine(const char* what) {
 
 StoreAggregator::StoreAggregator(c10::intrusive_ptr<c10d::Store> store, int rank, int worldSize,
                                  std::chrono::milliseconds timeout)
-    : store_(std::move(store)), rank_(rank), worldSize_(worldSize), timeout_(timeout) {}
+    : store_(std::move(store)), rank_(rank), worldSize_(worldSize), timeout_(timeout) {
+  try {
+    collective_ = store_->clone();
+  } catch (const std::exception&) {
+    collective_ = store_;  // a store without clone(): heartbeats wait behind the exchanges
+  }
+}
 
 bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
                                std::vector<double>* out, std::string* error) {
@@ -32,9 +38,9 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
   const std::string result = base + "result";
   try {
     if (rank_ != 0) {
-      store_->set(base + std::to_string(rank_), toBytes(mine.data(), mine.size()));
-      store_->wait({result}, timeout_);
-      const std::vector<uint8_t> bytes = store_->get(result);
+      collective_->set(base + std::to_string(rank_), toBytes(mine.data(), mine.size()));
+      collective_->wait({result}, timeout_);
+      const std::vector<uint8_t> bytes = collective_->get(result);
       if (bytes.size() % sizeof(double) != 0) throw std::runtime_error("malformed result");
       out->resize(bytes.size() / sizeof(double));
       if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
@@ -42,7 +48,7 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
     }
     std::vector<std::string> keys;
     for (int r = 1; r < worldSize_; ++r) keys.push_back(base + std::to_string(r));
-    store_->wait(keys, timeout_);
+    collective_->wait(keys, timeout_);
     const size_t n = mine.size();
     if (combine == Combine::kConcatenate) {
       out->assign(n * static_cast<size_t>(worldSize_), 0.0);
@@ -51,7 +57,7 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
       *out = mine;
     }
     for (int r = 1; r < worldSize_; ++r) {
-      const std::vector<uint8_t> bytes = store_->get(keys[r - 1]);
+      const std::vector<uint8_t> bytes = collective_->get(keys[r - 1]);
       if (bytes.size() != n * sizeof(double)) {
         throw std::runtime_error("rank " + std::to_string(r) + " sent " +
                                  std::to_string(bytes.size()) + " bytes, expected " +
@@ -63,11 +69,11 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
       } else {
         for (size_t i = 0; i < n; ++i) (*out)[i] += v[i];
       }
-      store_->deleteKey(keys[r - 1]);
+      collective_->deleteKey(keys[r - 1]);
     }
-    store_->set(result, toBytes(out->data(), out->size()));
+    collective_->set(result, toBytes(out->data(), out->size()));
     // Every rank wrote this collective's input after reading the previous result: it is done.
-    if (seq > 0) store_->deleteKey("agg/" + std::to_string(seq - 1) + "/result");
+    if (seq > 0) collective_->deleteKey("agg/" + std::to_string(seq - 1) + "/result");
     return true;
   } catch (const std::exception& e) {
     healthy_ = false;

@@ -37,7 +37,9 @@ class StoreAggregator final : public Aggregator {
   bool exchange(const std::vector<double>& mine, Combine combine, std::vector<double>* out,
                 std::string* error);
 
-  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Store> store_;       // heartbeats and degraded rounds (the reporter's)
+  c10::intrusive_ptr<c10d::Store> collective_;  // the exchanges: a connection of their own, so that
+                                                // a wait here never holds up a heartbeat
   int rank_;
   int worldSize_;
   std::chrono::milliseconds timeout_;

@@ -10,8 +10,10 @@
 #   tests/gpu/run.sh                          # defaults: 4 layers, d_model 1024, seq 1024, batch 16
 #   tests/gpu/run.sh --batch 8 --steps 8      # gpu_checks flags pass through
 #
-# Needs: python3 with torch (CUDA), CMake >= 3.18, a C++17 compiler, the CUDA toolkit (nvcc; set
-# CUDA_HOME when it is not /usr/local/cuda or on the PATH). No package registry. Budget: < 8 min.
+# Needs: python3 with torch 2.x (CUDA; the H200 machine has 2.11+cu130 on Python 3.12), CMake >=
+# 3.18, a C++20 compiler, the CUDA toolkit (nvcc; set CUDA_HOME when it is not /usr/local/cuda or
+# on the PATH). No package registry: tests/gpu/prepare.sh, run on the build machine, puts SQLite
+# into build-gpu-deps/, carried with the tree. Budget: build < 5 min, checks < 5 min.
 # ATTNSCOPE_GPU_CMAKE_ARGS adds CMake arguments (e.g. "-DATTNSCOPE_WITH_NCCL=OFF").
 # Exit status: gpu_checks' (0 all passed, 1 a check failed, 77 no GPU), or the build's.
 set -euo pipefail
@@ -25,8 +27,10 @@ torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)'
 command -v nvidia-smi >/dev/null && nvidia-smi -L || true
 
 cuda_args=()
+prefix="$torch_prefix"
+if [ -d build-gpu-deps/usr ]; then prefix="$prefix;$PWD/build-gpu-deps/usr"; fi  # tests/gpu/prepare.sh
 if [ -n "${CUDA_HOME:-}" ]; then cuda_args+=("-DCUDAToolkit_ROOT=$CUDA_HOME" "-DCUDA_TOOLKIT_ROOT_DIR=$CUDA_HOME"); fi
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix" \
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DATTNSCOPE_PYTHON="$(command -v "$python")" \
   -DATTNSCOPE_BUILD_TESTS=OFF -DATTNSCOPE_BUILD_BENCH=OFF -DATTNSCOPE_BUILD_EXAMPLES=OFF \
   -DATTNSCOPE_WITH_MPI=OFF -DATTNSCOPE_BUILD_GPU_TESTS=ON -DATTNSCOPE_WITH_CUDA=ON \
   ${cuda_args[@]+"${cuda_args[@]}"} ${ATTNSCOPE_GPU_CMAKE_ARGS:-}

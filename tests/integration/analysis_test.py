@@ -365,7 +365,11 @@ def case_compare_attention(tmp):
     check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
     result = json.load(open(out_json))
     rows = {(r["impl"], r["heads"], r["seq"]): r for r in result["rows"]}
-    check(len(rows) == 3 * 2 * 3, f"{len(rows)} rows, expected 18")
+    check(len(rows) == 4 * 2 * 3, f"{len(rows)} rows, expected 24")
+    # SDPA's CPU kernels, each named: the dispatcher's pick (dropout 0) is flash, the math path math.
+    for (impl, heads, seq), r in rows.items():
+        want = {"sdpa": "flash", "sdpa_math": "math"}.get(impl, "-")
+        check(r["backend"] == want, f"{impl} h{heads} s{seq}: backend {r['backend']}, expected {want}")
     for key, r in rows.items():
         check(r["forward_seconds"] > 0 and r["backward_seconds"] > 0, f"{key}: no time measured")
         check(r["forward_peak_bytes"] > 0, f"{key}: no peak memory")
