@@ -4,6 +4,12 @@
 //
 //   build/bench/overhead_harness --rounds 12 --steps 3 --layers 4 --d-model 256 --seq 128 --batch 8
 //
+// Instruction counts (exact where wall clock swings +-30%): bench/instr_overhead runs
+//   valgrind --tool=callgrind build/bench/overhead_harness --count-instructions off|on|roofline-off ...
+// once per variant; the harness zeroes callgrind's counters after the warm-up (and after starting
+// attnscope), runs --steps steps and dumps them (callgrind's client requests), so the dump holds
+// exactly those steps, on every thread (the reporter's included).
+//
 // Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced through the job's
 // store (examples/StoreGroup.h), as a DDP job all-reduces them; the ranks draw the same variant
 // order, so they switch together, and attnscope aggregates on the job's store. Rank 0 prints.
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include <ATen/Parallel.h>
+#include <valgrind/callgrind.h>
 
 #include "TransformerModel.h"
 #include "attnscope/Distributed.h"
@@ -67,10 +74,17 @@ int64_t intFlag(const std::string& flag, const char* v) {
 int main(int argc, char** argv) {
   examples::ModelOptions m;
   int64_t rounds = 12, steps = 3, threads = 1, defaultSampleEvery = 0;
+  std::string countInstructions;  // off | on | roofline-off: one variant for callgrind
   try {
     for (int i = 1; i + 1 < argc; i += 2) {
       const std::string f = argv[i];
-      if (f == "--rounds") rounds = intFlag(f, argv[i + 1]);
+      if (f == "--count-instructions") {
+        countInstructions = argv[i + 1];
+        if (countInstructions != "off" && countInstructions != "on" && countInstructions != "roofline-off") {
+          throw std::invalid_argument("--count-instructions \"" + countInstructions +
+                                      "\": allowed: off, on, roofline-off");
+        }
+      } else if (f == "--rounds") rounds = intFlag(f, argv[i + 1]);
       else if (f == "--steps") steps = intFlag(f, argv[i + 1]);
       else if (f == "--layers") m.layers = intFlag(f, argv[i + 1]);
       else if (f == "--d-model") m.dModel = intFlag(f, argv[i + 1]);
@@ -83,7 +97,7 @@ int main(int argc, char** argv) {
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "overhead_harness: %s\nflags: --rounds --steps --layers --d-model --heads "
-                         "--seq --batch --threads --sample-every\n", e.what());
+                         "--seq --batch --threads --sample-every --count-instructions\n", e.what());
     return 2;
   }
   at::set_num_threads(static_cast<int>(threads));
@@ -113,6 +127,31 @@ int main(int argc, char** argv) {
                         defaultSampleEvery, {}});
   }
   for (int i = 0; i < 3; ++i) examples::trainStep(model, optimizer, m, afterBackward);  // warm-up
+
+  if (!countInstructions.empty()) {
+    const bool on = countInstructions != "off";
+    if (on) {
+      attnscope::Config c;
+      c.logLevel = attnscope::LogLevel::kWarn;
+      c.sampleEvery = defaultSampleEvery > 0 ? defaultSampleEvery : 1;
+      c.roofline = countInstructions == "on";
+      c.peakFlops = c.roofline ? 3e10 : 0;  // configured ceilings: no calibration under valgrind
+      c.peakBandwidth = c.roofline ? 1e10 : 0;
+      c.port = 0;
+      attnscope::start(c, distributed);
+    }
+    examples::trainStep(model, optimizer, m, afterBackward);  // the first step after the switch
+    if (on) attnscope::step();
+    CALLGRIND_ZERO_STATS;
+    for (int64_t s = 0; s < steps; ++s) {
+      examples::trainStep(model, optimizer, m, afterBackward);
+      if (on) attnscope::step();
+    }
+    CALLGRIND_DUMP_STATS_AT("steps");
+    if (on) attnscope::stop();
+    std::printf("counted %lld steps, attnscope %s\n", static_cast<long long>(steps), countInstructions.c_str());
+    return 0;
+  }
 
   std::mt19937 rng(12345);
   std::vector<size_t> order(variants.size());

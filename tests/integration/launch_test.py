@@ -83,9 +83,14 @@ def case_python2(tmp):
             calls = steps * (3 if rank == 1 and layer["name"].endswith("2.self_attn") else 1)
             check(fwd["calls"] == calls, f"rank {rank} {layer['name']}: {fwd['calls']} forward calls, expected {calls}")
             check(bwd is not None and bwd["calls"] >= steps, f"rank {rank} {layer['name']}: backward {bwd}")
+            # PyTorch 2.x's nn.MultiheadAttention runs SDPA between its projections; with the
+            # example's dropout in training that is SDPA's math path, named as the backend.
             kinds = set(fwd["op_kinds"])
-            check({"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"} <= kinds,
+            check({"qkv_projection", "fused_attention", "output_projection"} <= kinds,
                   f"rank {rank} {layer['name']}: forward op kinds {sorted(kinds)}")
+            check(fwd.get("attention_backends") == {"math": calls},
+                  f"rank {rank} {layer['name']}: backends {fwd.get('attention_backends')}")
+            check("fused_attention" in bwd["op_kinds"], f"rank {rank} {layer['name']}: backward {sorted(bwd['op_kinds'])}")
     cluster = load(os.path.join(tmp, "summary-0.json"))["cluster"]
     check(cluster["aggregation"] == "gloo", f"aggregation {cluster['aggregation']}")
     print(f"unmodified DDP script: {len(expected)} layers per rank observed by module name, forward and backward")
