@@ -25,14 +25,16 @@ attnscope::Config benchConfig() {
   return c;
 }
 
-// Keeps an attention scope open around the measured ops, reopened every 256 of them as a layer
-// would be (its own cost is amortised in), with a step every 64 calls (which clears the links).
+// Keeps an attention scope open around the measured ops, reopened every `opsPerCall` of them as a
+// layer would be (its own cost is amortised in), with a step every 64 calls (which clears the
+// links). A call must run the same op sequence each time, as a layer does: the roofline's shape
+// cache is keyed by the op's position in the call.
 class ScopeCycler {
  public:
-  explicit ScopeCycler(bool active) : active_(active) { open(); }
+  explicit ScopeCycler(bool active, int opsPerCall = 256) : active_(active), opsPerCall_(opsPerCall) { open(); }
   ~ScopeCycler() { scope_.reset(); }
   void tick() {
-    if (!active_ || ++ops_ < 256) return;
+    if (!active_ || ++ops_ < opsPerCall_) return;
     ops_ = 0;
     scope_.reset();
     if (++calls_ % 64 == 0) attnscope::step();
@@ -44,6 +46,7 @@ class ScopeCycler {
     if (active_) scope_ = std::make_unique<attnscope::AttentionScope>("bench.attn");
   }
   bool active_;
+  int opsPerCall_;
   int ops_ = 0;
   int calls_ = 0;
   std::unique_ptr<attnscope::AttentionScope> scope_;
@@ -139,7 +142,8 @@ void recordFunctions(benchmark::State& state, bool inScope) {
   }
   int64_t seq = 0;
   size_t i = 0;
-  ScopeCycler scope(inScope);
+  // 21 rounds of the recipe per call (252 ops): every call runs the same sequence.
+  ScopeCycler scope(inScope, static_cast<int>(21 * std::size(kRecipe)));
   for (auto _ : state) {
     {
       at::RecordFunction guard(at::RecordScope::FUNCTION);
