@@ -1,6 +1,8 @@
 #include "StoreAggregator.h"
 
+#include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -8,10 +10,48 @@ namespace attnscope {
 namespace detail {
 namespace {
 
-std::vector<uint8_t> toBytes(const double* data, size_t n) {
-  std::vector<uint8_t> bytes(n * sizeof(double));
-  if (n > 0) std::memcpy(bytes.data(), data, bytes.size());
-  return bytes;
+// TCPStore refuses values above 8 MiB: a vector travels in chunks of at most this many bytes,
+// under "<key>/<chunk>"; its size is known to every rank, so is the number of chunks.
+constexpr size_t kChunkBytes = 4u << 20;
+
+size_t chunksFor(size_t bytes) { return std::max<size_t>(1, (bytes + kChunkBytes - 1) / kChunkBytes); }
+
+// The key whose presence says that every chunk of `key` was set (the last one is set last).
+std::string lastChunk(const std::string& key, size_t bytes) {
+  return key + "/" + std::to_string(chunksFor(bytes) - 1);
+}
+
+void setChunked(c10d::Store& store, const std::string& key, const double* data, size_t n) {
+  const auto* p = reinterpret_cast<const uint8_t*>(data);
+  const size_t bytes = n * sizeof(double);
+  for (size_t c = 0, chunks = chunksFor(bytes); c < chunks; ++c) {
+    const size_t begin = c * kChunkBytes, end = std::min(bytes, begin + kChunkBytes);
+    store.set(key + "/" + std::to_string(c), std::vector<uint8_t>(p + begin, p + end));
+  }
+}
+
+// Reads n doubles set by setChunked into `out`; deletes the chunks when `erase`.
+void getChunked(c10d::Store& store, const std::string& key, size_t n, double* out, bool erase) {
+  auto* p = reinterpret_cast<uint8_t*>(out);
+  const size_t bytes = n * sizeof(double);
+  size_t offset = 0;
+  for (size_t c = 0, chunks = chunksFor(bytes); c < chunks; ++c) {
+    const std::string k = key + "/" + std::to_string(c);
+    const std::vector<uint8_t> part = store.get(k);
+    if (offset + part.size() > bytes) throw std::runtime_error(key + ": more bytes than expected");
+    if (!part.empty()) std::memcpy(p + offset, part.data(), part.size());
+    offset += part.size();
+    if (erase) store.deleteKey(k);
+  }
+  if (offset != bytes) {
+    throw std::runtime_error(key + ": " + std::to_string(offset) + " bytes, expected " + std::to_string(bytes));
+  }
+}
+
+void deleteChunked(c10d::Store& store, const std::string& key, size_t n) {
+  for (size_t c = 0, chunks = chunksFor(n * sizeof(double)); c < chunks; ++c) {
+    store.deleteKey(key + "/" + std::to_string(c));
+  }
 }
 
 std::string firstLine(const char* what) {
@@ -36,44 +76,34 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
   const uint64_t seq = sequence_++;
   const std::string base = "agg/" + std::to_string(seq) + "/";
   const std::string result = base + "result";
+  const size_t n = mine.size();
+  const size_t resultSize = combine == Combine::kConcatenate ? n * static_cast<size_t>(worldSize_) : n;
   try {
     if (rank_ != 0) {
-      collective_->set(base + std::to_string(rank_), toBytes(mine.data(), mine.size()));
-      collective_->wait({result}, timeout_);
-      const std::vector<uint8_t> bytes = collective_->get(result);
-      if (bytes.size() % sizeof(double) != 0) throw std::runtime_error("malformed result");
-      out->resize(bytes.size() / sizeof(double));
-      if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+      setChunked(*collective_, base + std::to_string(rank_), mine.data(), n);
+      collective_->wait({lastChunk(result, resultSize * sizeof(double))}, timeout_);
+      out->resize(resultSize);
+      getChunked(*collective_, result, resultSize, out->data(), /*erase=*/false);
       return true;
     }
     std::vector<std::string> keys;
-    for (int r = 1; r < worldSize_; ++r) keys.push_back(base + std::to_string(r));
+    for (int r = 1; r < worldSize_; ++r) keys.push_back(lastChunk(base + std::to_string(r), n * sizeof(double)));
     collective_->wait(keys, timeout_);
-    const size_t n = mine.size();
-    if (combine == Combine::kConcatenate) {
-      out->assign(n * static_cast<size_t>(worldSize_), 0.0);
-      std::copy(mine.begin(), mine.end(), out->begin());
-    } else {
-      *out = mine;
-    }
+    out->assign(resultSize, 0.0);
+    std::copy(mine.begin(), mine.end(), out->begin());
+    std::vector<double> theirs(n);
     for (int r = 1; r < worldSize_; ++r) {
-      const std::vector<uint8_t> bytes = collective_->get(keys[r - 1]);
-      if (bytes.size() != n * sizeof(double)) {
-        throw std::runtime_error("rank " + std::to_string(r) + " sent " +
-                                 std::to_string(bytes.size()) + " bytes, expected " +
-                                 std::to_string(n * sizeof(double)));
-      }
-      const auto* v = reinterpret_cast<const double*>(bytes.data());
+      getChunked(*collective_, base + std::to_string(r), n, theirs.data(), /*erase=*/true);
       if (combine == Combine::kConcatenate) {
-        std::memcpy(out->data() + static_cast<size_t>(r) * n, v, bytes.size());
+        std::copy(theirs.begin(), theirs.end(), out->begin() + static_cast<size_t>(r) * n);
       } else {
-        for (size_t i = 0; i < n; ++i) (*out)[i] += v[i];
+        for (size_t i = 0; i < n; ++i) (*out)[i] += theirs[i];
       }
-      collective_->deleteKey(keys[r - 1]);
     }
-    collective_->set(result, toBytes(out->data(), out->size()));
+    setChunked(*collective_, result, out->data(), resultSize);
     // Every rank wrote this collective's input after reading the previous result: it is done.
-    if (seq > 0) collective_->deleteKey("agg/" + std::to_string(seq - 1) + "/result");
+    if (seq > 0) deleteChunked(*collective_, "agg/" + std::to_string(seq - 1) + "/result", previousResultSize_);
+    previousResultSize_ = resultSize;
     return true;
   } catch (const std::exception& e) {
     healthy_ = false;

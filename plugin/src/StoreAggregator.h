@@ -15,7 +15,8 @@ namespace detail {
 // Aggregation through the job's c10d store, with rank 0 as the reducer: every rank sets its vector
 // under the collective's sequence number, rank 0 waits for all of them, combines them (concatenates
 // or sums) and sets the result, which every other rank waits for and reads. Two store round trips
-// per rank and collective, 2W requests at the store host; the bytes through the host grow with the
+// per rank and collective, about 3W requests at the store host (vectors above 4 MiB travel in
+// chunks: TCPStore refuses values above 8 MiB); the bytes through the host grow with the
 // world (W x payload in, W x result out: docs/AGGREGATION.md has the cost model and where it stops
 // scaling). It needs nothing but the store, so it runs on every LibTorch, the pip wheel's included,
 // in C++ programs that have no process group to hand in. A rank that never writes makes rank 0's
@@ -44,6 +45,7 @@ class StoreAggregator final : public Aggregator {
   int worldSize_;
   std::chrono::milliseconds timeout_;
   uint64_t sequence_ = 0;  // the same on every rank: each calls the collectives in the same order
+  size_t previousResultSize_ = 0;  // doubles in the previous collective's result (rank 0 deletes it)
 };
 
 }  // namespace detail
