@@ -48,11 +48,13 @@ void StoreGroup::allReduce(at::Tensor& tensor, Op op) {
       size_t offset = 0;
       for (size_t c = 0; c < chunks; ++c) {
         const std::vector<uint8_t> part = store_->get(key(seq, r, c));
-        if (offset + part.size() > bytes) throw std::runtime_error("rank " + std::to_string(r) + " sent more bytes");
+        if (offset + part.size() > bytes)
+          throw std::runtime_error("rank " + std::to_string(r) + " sent more bytes");
         std::memcpy(out + offset, part.data(), part.size());
         offset += part.size();
       }
-      if (offset != bytes) throw std::runtime_error("rank " + std::to_string(r) + " sent a different size");
+      if (offset != bytes)
+        throw std::runtime_error("rank " + std::to_string(r) + " sent a different size");
     }
     if (!result.defined()) {
       result = t;

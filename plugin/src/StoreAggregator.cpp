@@ -14,7 +14,9 @@ namespace {
 // under "<key>/<chunk>"; its size is known to every rank, so is the number of chunks.
 constexpr size_t kChunkBytes = 4u << 20;
 
-size_t chunksFor(size_t bytes) { return std::max<size_t>(1, (bytes + kChunkBytes - 1) / kChunkBytes); }
+size_t chunksFor(size_t bytes) {
+  return std::max<size_t>(1, (bytes + kChunkBytes - 1) / kChunkBytes);
+}
 
 // The key whose presence says that every chunk of `key` was set (the last one is set last).
 std::string lastChunk(const std::string& key, size_t bytes) {
@@ -44,7 +46,8 @@ void getChunked(c10d::Store& store, const std::string& key, size_t n, double* ou
     if (erase) store.deleteKey(k);
   }
   if (offset != bytes) {
-    throw std::runtime_error(key + ": " + std::to_string(offset) + " bytes, expected " + std::to_string(bytes));
+    throw std::runtime_error(key + ": " + std::to_string(offset) + " bytes, expected " +
+                             std::to_string(bytes));
   }
 }
 
@@ -77,7 +80,8 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
   const std::string base = "agg/" + std::to_string(seq) + "/";
   const std::string result = base + "result";
   const size_t n = mine.size();
-  const size_t resultSize = combine == Combine::kConcatenate ? n * static_cast<size_t>(worldSize_) : n;
+  const size_t resultSize =
+      combine == Combine::kConcatenate ? n * static_cast<size_t>(worldSize_) : n;
   try {
     if (rank_ != 0) {
       setChunked(*collective_, base + std::to_string(rank_), mine.data(), n);
@@ -87,7 +91,8 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
       return true;
     }
     std::vector<std::string> keys;
-    for (int r = 1; r < worldSize_; ++r) keys.push_back(lastChunk(base + std::to_string(r), n * sizeof(double)));
+    for (int r = 1; r < worldSize_; ++r)
+      keys.push_back(lastChunk(base + std::to_string(r), n * sizeof(double)));
     collective_->wait(keys, timeout_);
     out->assign(resultSize, 0.0);
     std::copy(mine.begin(), mine.end(), out->begin());
@@ -102,7 +107,9 @@ bool StoreAggregator::exchange(const std::vector<double>& mine, Combine combine,
     }
     setChunked(*collective_, result, out->data(), resultSize);
     // Every rank wrote this collective's input after reading the previous result: it is done.
-    if (seq > 0) deleteChunked(*collective_, "agg/" + std::to_string(seq - 1) + "/result", previousResultSize_);
+    if (seq > 0)
+      deleteChunked(*collective_, "agg/" + std::to_string(seq - 1) + "/result",
+                    previousResultSize_);
     previousResultSize_ = resultSize;
     return true;
   } catch (const std::exception& e) {

@@ -45,7 +45,8 @@ class StoreAggregator final : public Aggregator {
   int worldSize_;
   std::chrono::milliseconds timeout_;
   uint64_t sequence_ = 0;  // the same on every rank: each calls the collectives in the same order
-  size_t previousResultSize_ = 0;  // doubles in the previous collective's result (rank 0 deletes it)
+  size_t previousResultSize_ =
+      0;  // doubles in the previous collective's result (rank 0 deletes it)
 };
 
 }  // namespace detail

@@ -12,8 +12,8 @@
 #include <mutex>
 #include <utility>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/library.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 #include "attnscope/core/Log.h"
 
