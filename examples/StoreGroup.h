@@ -23,7 +23,7 @@ class StoreGroup {
   // `store` is the job's (shared by every rank); keys go under "<prefix>".
   StoreGroup(c10::intrusive_ptr<c10d::Store> store, std::string prefix, int rank, int worldSize);
   // Reduces a contiguous float or double CPU tensor over all ranks, in place. The call is titled
-  // "store:all_reduce" for profilers (a USER_SCOPE RecordFunction, as c10d's backends title theirs).
+  // "store:all_reduce" for profilers (a USER_SCOPE RecordFunction, as c10d's backends do).
   // \throw c10::Error (the store's timeout or a lost connection) when a rank does not take part.
   void allReduce(at::Tensor& tensor, Op op = Op::kSum);
   int worldSize() const { return worldSize_; }
