@@ -259,14 +259,13 @@ bool Reporter::peersStopping() {
 // Every rank announces a regular round before its collectives ("enter/<n>"): a rank that has
 // begun to stop meanwhile sees it and joins that round instead of waiting in the stop barrier
 // while the other waits in the round's collective (both would wait out the round timeout).
-bool Reporter::enterRegularRound() {
+void Reporter::enterRegularRound() {
   c10d::Store* store = store_.load();
-  if (store == nullptr || !aggregator_ || !aggregator_->healthy()) return false;
+  if (store == nullptr || !aggregator_ || !aggregator_->healthy()) return;
   store->add("enter/" + std::to_string(enteredRounds_), 1);
   // Every rank entered the previous round before this one can complete: its key is done with.
   if (topology_.rank == 0 && enteredRounds_ > 0) store->deleteKey("enter/" + std::to_string(enteredRounds_ - 1));
   ++enteredRounds_;
-  return true;
 }
 
 void Reporter::loseStore(const std::string& why) {

@@ -67,7 +67,7 @@ class Reporter {
   void finalRound();
   bool peersStopping();
   // Marks regular round number enteredRounds_ as entered in the store (a stopping rank joins it).
-  bool enterRegularRound();
+  void enterRegularRound();
   void roundDegraded(RankWindow mine);
   void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
   void fail(const std::string& error);
