@@ -41,6 +41,8 @@ constexpr double kMaxPeakFlops = 1e18;
 constexpr double kMinPeakBandwidth = 1e6;
 constexpr double kMaxPeakBandwidth = 1e16;
 constexpr char kPeakFlopsAllowed[] = "flop/s as a number from 1e6 to 1e18, such as 9.9e14";
+constexpr char kRegexAllowed[] =
+    "a Python regular expression, searched in each module's class name and module path";
 constexpr char kPeakBandwidthAllowed[] = "bytes/s as a number from 1e6 to 1e16, such as 4.8e12";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
@@ -257,6 +259,12 @@ const std::vector<Config::Variable>& Config::variables() {
        "the machine's memory bandwidth in bytes/s for the roofline; unset: measured at start (copy)"},
       {kEnvCalibrate, "bool", "1", kBoolAllowed,
        "measure the ceilings not given above at start (a matmul and a copy, about 0.3 s on a CPU)"},
+      {kEnvAttentionModules, "regex", "(built-in rule)", kRegexAllowed,
+       "Python attach: modules whose class name or path matches are the attention layers, "
+       "replacing the built-in class-name pattern (attention|attn)"},
+      {kEnvAttentionExclude, "regex", "(none)", kRegexAllowed,
+       "Python attach: modules whose class name or path matches are never attention layers "
+       "(their children still can be)"},
   };
   return kVariables;
 }
@@ -320,6 +328,10 @@ bool Config::set(const std::string& name, const std::string& value) {
     peakBandwidth = parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
   } else if (name == kEnvCalibrate) {
     calibrate = parseBool(name, value);
+  } else if (name == kEnvAttentionModules) {
+    attentionModules = value;
+  } else if (name == kEnvAttentionExclude) {
+    attentionExclude = value;
   } else {
     return false;
   }

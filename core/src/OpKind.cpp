@@ -21,6 +21,7 @@ enum class Family : uint8_t {
   kAdd,          // add, add_: a projection's bias, or a mask added to the scores
   kElementwise,  // mul, div, sub: scaling
   kFused,
+  kPositional,   // rotary embeddings: complex views and products, the half rotation's neg
 };
 
 const std::unordered_map<std::string_view, Family>& families() {
@@ -47,11 +48,14 @@ const std::unordered_map<std::string_view, Family>& families() {
           "unsafe_split", "unsafe_chunk", "unflatten", "flatten", "expand", "expand_as", "select",
           "slice", "narrow", "unsqueeze", "squeeze", "squeeze_", "unsqueeze_", "cat", "stack",
           "to", "_to_copy", "empty", "empty_like", "empty_strided", "as_strided", "unbind",
-          "repeat", "detach", "alias", "zeros", "zeros_like", "ones", "ones_like", "lift_fresh",
+          "repeat", "detach", "detach_", "alias", "zeros", "zeros_like", "ones", "ones_like", "lift_fresh",
           "tensor_split", "movedim", "swapaxes", "resize_", "fill_", "zero_"}) {
       m[n] = Family::kLayout;
     }
     for (const char* n : {"add", "add_"}) m[n] = Family::kAdd;
+    for (const char* n : {"view_as_complex", "view_as_real", "polar", "neg", "sin", "cos"}) {
+      m[n] = Family::kPositional;
+    }
     for (const char* n : {"mul", "mul_", "div", "div_", "sub", "sub_", "true_divide",
                           "scalar_tensor", "rsqrt", "sqrt"}) {
       m[n] = Family::kElementwise;
@@ -89,6 +93,7 @@ const char* opKindName(OpKind kind) {
     case OpKind::kLayoutCopy: return "layout_copy";
     case OpKind::kFusedAttention: return "fused_attention";
     case OpKind::kOther: return "other";
+    case OpKind::kPositional: return "positional";
     case OpKind::kCount: break;
   }
   return "?";
@@ -139,6 +144,14 @@ Family familyOf(const char* opName) {
 
 bool isFusedAttentionOp(const char* opName) { return familyOf(opName) == Family::kFused; }
 
+OpKind regionOpKind(const char* opName) {
+  switch (familyOf(opName)) {
+    case Family::kFused: return OpKind::kFusedAttention;
+    case Family::kSoftmax: return OpKind::kSoftmax;
+    default: return OpKind::kOther;
+  }
+}
+
 OpKind OpClassifier::classify(const char* opName) {
   const Family family = familyOf(opName);
   const Open projectionWasOpen = projectionOpen_;
@@ -185,6 +198,8 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kFused:
       stage_ = kAfterContext;
       return OpKind::kFusedAttention;
+    case Family::kPositional:
+      return OpKind::kPositional;
   }
   return OpKind::kOther;
 }

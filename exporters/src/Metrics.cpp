@@ -349,6 +349,10 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
          MetricType::Counter, r.overheadSeconds);
   scalar("attnscope_memory_reports_total", "Allocator reports received", MetricType::Counter,
          static_cast<double>(r.run.memoryReports));
+  scalar("attnscope_attention_layers", "Distinct attention layers recorded on this rank (0: nothing found to observe)",
+         MetricType::Gauge, static_cast<double>(r.run.layersSeen));
+  scalar("attnscope_nothing_found", "1 once steps ended with no attention call seen (docs/DISCOVERY.md)",
+         MetricType::Gauge, r.run.nothingFound ? 1 : 0);
   scalar("attnscope_dropped_calls_total", "Attention calls of layers beyond ATTNSCOPE_MAX_LAYERS (counted, not recorded)",
          MetricType::Counter, static_cast<double>(r.run.droppedCalls));
   scalar("attnscope_sampling_paused", "1 while recording is paused through /control", MetricType::Gauge, r.paused ? 1 : 0);

@@ -226,6 +226,31 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
   out << (first ? "]" : "\n    ]") << "\n  }";
 }
 
+// How the layers were found (docs/DISCOVERY.md).
+void writeDiscovery(std::ostream& out, const RunInfo& run) {
+  out << "  \"discovery\": {\n    \"layers_seen\": " << run.layersSeen
+      << ",\n    \"nothing_found\": " << (run.nothingFound ? "true" : "false") << ",\n    \"layers\": [";
+  bool first = true;
+  for (const LayerOrigin& o : run.layerOrigins) {
+    out << (first ? "\n" : ",\n") << "      {\"name\": ";
+    writeString(out, o.name);
+    out << ", \"rule\": ";
+    writeString(out, o.rule);
+    out << ", \"source\": ";
+    writeString(out, o.source);
+    out << "}";
+    first = false;
+  }
+  out << (first ? "]" : "\n    ]") << ",\n    \"notes\": [";
+  first = true;
+  for (const std::string& note : run.discoveryNotes) {
+    out << (first ? "\n      " : ",\n      ");
+    writeString(out, note);
+    first = false;
+  }
+  out << (first ? "]" : "\n    ]") << "\n  }";
+}
+
 }  // namespace
 
 std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
@@ -255,6 +280,8 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   writeNumber(out, run.overheadSeconds, "%.6f");
   out << "\n  },\n";
   writeLayers(out, stats, "  ");
+  out << ",\n";
+  writeDiscovery(out, run);
   if (run.roofline) {
     out << ",\n";
     writeRoofline(out, run, stats);

@@ -120,16 +120,55 @@ std::string summaryJson() {
   return SummaryJson::render(s->runInfo(), s->statistics(), haveCluster ? &cluster : nullptr);
 }
 
-AttentionScope::AttentionScope(const char* layerName) {
+AttentionScope::AttentionScope(const char* layerName) : AttentionScope(layerName, ScopeType::kLayer) {}
+
+AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
   detail::Session* s = detail::currentSession();
   if (s == nullptr) return;
-  if (s->autoStepPending()) s->step(false);
+  // A backward pass ends an inferred step at the next attention call, unless that call is an
+  // activation-checkpointing recompute inside the backward pass itself.
+  if (s->autoStepPending() && !detail::insideBackwardPass()) s->step(false);
   if (!s->sampled()) return;
-  active_ = detail::Observer::enterScope(s, layerName);
+  active_ = detail::Observer::enterScope(s, layerName, type);
 }
 
 AttentionScope::~AttentionScope() {
   if (active_) detail::Observer::exitScope();
+}
+
+OpKindScope::OpKindScope(OpKind kind) {
+  detail::Session* s = detail::currentSession();
+  if (s == nullptr || !s->sampled()) return;
+  active_ = detail::Observer::forceKind(kind, &saved_);
+}
+
+OpKindScope::~OpKindScope() {
+  if (active_) detail::Observer::restoreKind(saved_);
+}
+
+FusedOpScope::FusedOpScope(const char* layerName) {
+  detail::Session* s = detail::currentSession();
+  if (s == nullptr) return;
+  if (s->autoStepPending() && !detail::insideBackwardPass()) s->step(false);
+  if (!s->sampled()) return;
+  detail::Observer::beginFusedHint(layerName);
+  active_ = true;
+}
+
+FusedOpScope::~FusedOpScope() {
+  if (active_) detail::Observer::endFusedHint();
+}
+
+void describeLayer(const std::string& layerName, const std::string& rule, const std::string& source) {
+  if (detail::Session* s = detail::currentSession()) s->describeLayer(LayerOrigin{layerName, rule, source});
+}
+
+void noteDiscovery(const std::string& note) {
+  if (detail::Session* s = detail::currentSession()) s->noteDiscovery(note);
+}
+
+void noteSteps(uint64_t steps) {
+  if (detail::Session* s = detail::currentSession()) s->checkFound(steps);
 }
 
 // --- GPU (docs/GPU.md) ------------------------------------------------------------------------

@@ -27,6 +27,9 @@ struct Frame {
   Session* session = nullptr;
   CallRecord record;
   OpClassifier classifier;
+  bool region = false;                 // ScopeType::kRegion: ops classified by name alone
+  int wrapperDepth = 0;                // region: open wrapper ops around the compiled code
+  OpKind forcedKind = OpKind::kCount;  // an open OpKindScope's kind, else kCount
   int64_t t0 = 0;
   uint64_t instance = 0;
   MemoryAccount callAccount;
@@ -64,6 +67,10 @@ struct ThreadState {
   // Names for fused ops seen outside any scope: "<op>.<k>", k counting per step on this thread.
   uint64_t fusedStepMark = ~0ULL;
   uint64_t fusedCounter = 0;
+  // An open FusedOpScope: the layer name its fused op is observed as, and its callback.
+  std::string fusedHint;
+  int fusedHintDepth = 0;
+  at::CallbackHandle fusedHintHandle = 0;
   // attnscope's own time on this thread, flushed to the session when the outermost scope exits.
   uint64_t overheadTicks = 0;
   uint32_t callbackCounter = 0;  // one callback in Session::kOverheadSampling is timed
@@ -216,6 +223,10 @@ void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const
   }
 }
 
+// Inside a region: an op that wraps compiled code rather than doing aten work (no namespace:
+// "CompiledFunction", "## Call CompiledFxGraph f... ##", "Torch-Compiled Region: 0/0").
+inline bool isRegionWrapper(const char* name) { return name != nullptr && std::strstr(name, "::") == nullptr; }
+
 // Whether this callback invocation is one of the timed ones.
 inline bool timedCallback(uint32_t* counter) {
   return (++*counter % Session::kOverheadSampling) == 0;
@@ -261,9 +272,20 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   const bool timed = timedCallback(&t.callbackCounter);
   const uint64_t entry = timed ? ticks() : 0;
   Frame& f = t.frames.back();
+  if (f.region && f.depth == 0 && isRegionWrapper(fn.name())) {
+    // A compiled region's wrappers ("CompiledFunction", inductor's "## Call CompiledFxGraph ##")
+    // hold every aten op the compiled code calls: the ops beneath them are the region's top level.
+    ++f.wrapperDepth;
+    const int64_t seq = fn.seqNr();
+    if (seq >= 0) t.links.emplace_back(seq, Link{f.instance, f.record.layer, OpKind::kOther, false});
+    if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
+    return nullptr;
+  }
   if (++f.depth == 1) {
     const char* name = fn.name();
-    f.opKind = f.classifier.classify(name);
+    f.opKind = f.forcedKind != OpKind::kCount ? f.forcedKind
+               : f.region                     ? regionOpKind(name)
+                                              : f.classifier.classify(name);
     f.backend = f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
     if (f.roofline) captureShapes(t, f, fn, name);
     ++f.opOrdinal;
@@ -285,11 +307,14 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   return nullptr;
 }
 
-void onForwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+void onForwardEnd(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   ThreadState& t = threadState();
   if (t.frames.empty()) return;
   Frame& f = t.frames.back();
-  if (f.depth <= 0) return;  // an op that started before this scope opened
+  if (f.depth <= 0) {  // a region's wrapper, or an op that started before this scope opened
+    if (f.wrapperDepth > 0 && isRegionWrapper(fn.name())) --f.wrapperDepth;
+    return;
+  }
   if (--f.depth > 0) return;
   const uint64_t entry = ticks();
   const uint64_t elapsed = entry - f.opT0;
@@ -399,15 +424,20 @@ std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) 
   if (!isFusedAttentionOp(name)) return nullptr;
   Session* s = currentSession();
   if (s == nullptr || !s->sampled()) return nullptr;
-  const uint64_t mark = s->stepIndex();
-  if (mark != t.fusedStepMark) {
-    t.fusedStepMark = mark;
-    t.fusedCounter = 0;
+  std::string layer;
+  if (t.fusedHintDepth > 0) {
+    layer = t.fusedHint;  // a FusedOpScope names the layer
+  } else {
+    const uint64_t mark = s->stepIndex();
+    if (mark != t.fusedStepMark) {
+      t.fusedStepMark = mark;
+      t.fusedCounter = 0;
+    }
+    layer = name;
+    if (layer.rfind("aten::", 0) == 0) layer.erase(0, 6);
+    layer += "." + std::to_string(t.fusedCounter++);
   }
-  std::string layer(name);
-  if (layer.rfind("aten::", 0) == 0) layer.erase(0, 6);
-  layer += "." + std::to_string(t.fusedCounter++);
-  if (!Observer::enterScope(s, layer.c_str())) return nullptr;
+  if (!Observer::enterScope(s, layer.c_str(), ScopeType::kLayer)) return nullptr;
   Frame& f = t.frames.back();
   const int64_t seq = fn.seqNr();
   if (seq >= 0) {
@@ -471,7 +501,7 @@ at::RecordFunctionCallback Observer::collectiveCallback() {
 
 void Observer::markInternalThread() { tInternalThread = true; }
 
-bool Observer::enterScope(Session* session, const char* layerName) {
+bool Observer::enterScope(Session* session, const char* layerName, ScopeType type) {
   const uint64_t entry = ticks();
   const int32_t layer = session->layerId(layerName);
   if (layer < 0) return false;
@@ -481,6 +511,7 @@ bool Observer::enterScope(Session* session, const char* layerName) {
   f.session = session;
   if (session->deviceMemory()) f.deviceReporter = DeviceMemoryReporter::enter();
   f.record.layer = layer;
+  f.region = type == ScopeType::kRegion;
   f.record.phase = insideBackwardPass() ? Phase::kRecompute : Phase::kForward;
   f.instance = session->newInstance();
   f.linksBegin = t.links.size();
@@ -540,6 +571,37 @@ void Observer::exitScope() {
 at::RecordFunctionCallback Observer::backwardCallback() {
   return at::RecordFunctionCallback(&onBackwardStart, &onBackwardEnd)
       .scopes({at::RecordScope::BACKWARD_FUNCTION});
+}
+
+bool Observer::forceKind(OpKind kind, OpKind* saved) {
+  ThreadState& t = threadState();
+  if (t.frames.empty()) return false;
+  Frame& f = t.frames.back();
+  *saved = f.forcedKind;
+  f.forcedKind = kind;
+  return true;
+}
+
+void Observer::restoreKind(OpKind saved) {
+  ThreadState& t = threadState();
+  if (!t.frames.empty()) t.frames.back().forcedKind = saved;
+}
+
+void Observer::beginFusedHint(const char* layerName) {
+  ThreadState& t = threadState();
+  if (t.fusedHintDepth++ == 0) {
+    t.fusedHint = layerName;
+    t.fusedHintHandle = at::addThreadLocalCallback(fusedOpCallback());
+  }
+}
+
+void Observer::endFusedHint() {
+  ThreadState& t = threadState();
+  if (t.fusedHintDepth <= 0) return;
+  if (--t.fusedHintDepth == 0 && t.fusedHintHandle != 0) {
+    at::removeCallback(t.fusedHintHandle);
+    t.fusedHintHandle = 0;
+  }
 }
 
 at::RecordFunctionCallback Observer::fusedOpCallback() {

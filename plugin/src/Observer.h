@@ -2,6 +2,9 @@
 
 #include <ATen/record_function.h>
 
+#include "attnscope/attnscope.h"
+#include "attnscope/core/OpKind.h"
+
 namespace attnscope {
 namespace detail {
 
@@ -19,8 +22,16 @@ class Session;
 class Observer {
  public:
   // Opens an attention call on this thread. False when it is not recorded (layer cap reached).
-  static bool enterScope(Session* session, const char* layerName);
+  static bool enterScope(Session* session, const char* layerName, ScopeType type);
   static void exitScope();
+  // OpKindScope: the innermost open call's top-level ops are of `kind` until restored (kCount:
+  // classified again). False, and nothing changed, when no call is open on this thread.
+  static bool forceKind(OpKind kind, OpKind* saved);
+  static void restoreKind(OpKind saved);
+  // FusedOpScope: a thread-local fused-op callback that observes fused attention ops outside any
+  // scope as calls of `layerName` while open (nests; the outermost name wins).
+  static void beginFusedHint(const char* layerName);
+  static void endFusedHint();
 
   static at::RecordFunctionCallback backwardCallback();
   static at::RecordFunctionCallback fusedOpCallback();

@@ -168,6 +168,7 @@ void Session::step(bool explicitCall) {
     if (tracing_) traceStepEnd(run_.stepsSeen);  // an unsampled step only moves the clock
     ++run_.stepsSeen;
     ++windowSteps_;
+    if (run_.stepsSeen == static_cast<uint64_t>(kNothingFoundSteps)) checkFoundLocked(run_.stepsSeen);
     if (sampled_.load()) {
       ++run_.stepsSampled;
       ++windowSampledSteps_;
@@ -280,6 +281,44 @@ std::vector<std::string> Session::layerNames() {
   return stats_.layerNames();
 }
 
+void Session::describeLayer(const LayerOrigin& origin) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  for (LayerOrigin& o : run_.layerOrigins) {
+    if (o.name == origin.name) {
+      o = origin;
+      return;
+    }
+  }
+  if (run_.layerOrigins.size() < static_cast<size_t>(config_.maxLayers)) run_.layerOrigins.push_back(origin);
+}
+
+void Session::noteDiscovery(const std::string& note) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  for (const std::string& n : run_.discoveryNotes) {
+    if (n == note) return;
+  }
+  if (run_.discoveryNotes.size() < 64) {
+    run_.discoveryNotes.push_back(note);
+    ATTNSCOPE_LOG(kInfo, note);
+  }
+}
+
+void Session::checkFound(uint64_t steps) {
+  std::lock_guard<std::mutex> lock(statsMutex_);
+  checkFoundLocked(steps);
+}
+
+void Session::checkFoundLocked(uint64_t steps) {
+  if (run_.nothingFound || steps < static_cast<uint64_t>(kNothingFoundSteps)) return;
+  if (!stats_.layers().empty() || stats_.droppedCalls() > 0) return;
+  run_.nothingFound = true;
+  ATTNSCOPE_LOG(kWarn, "no attention layer seen in " << steps << " training steps: nothing is observed. "
+                "Mark attention by hand: in Python `with attnscope.attention(\"layers.0.attn\"):` around "
+                "a layer's call, or under attnscope-run ATTNSCOPE_ATTENTION_MODULES=<regex> naming the "
+                "modules' class or path; in C++ `attnscope::AttentionScope scope(\"layers.0.attn\");` "
+                "or `attnscope::ModuleScope scope(*this);` in the module's forward (docs/DISCOVERY.md)");
+}
+
 StatsTable Session::statistics() {
   std::lock_guard<std::mutex> lock(statsMutex_);
   return stats_;
@@ -294,6 +333,7 @@ RunInfo Session::runInfo() {
   run.overheadSeconds = overheadSeconds();
   run.shapeReads = shapeReads_.load(std::memory_order_relaxed);
   run.shapeChanges = shapeChanges_.load(std::memory_order_relaxed);
+  run.layersSeen = stats_.layers().size();
   return run;
 }
 
@@ -311,6 +351,8 @@ void Session::finish() {
     std::lock_guard<std::mutex> lock(statsMutex_);
     fold();  // backward records of a step that step() did not end
     if (tracing_ && !traceCalls_.empty()) traceStepEnd(run_.stepsSeen);
+    // A run that ends having seen no attention call says so, however few steps it ran.
+    checkFoundLocked(std::max<uint64_t>(run_.stepsSeen, kNothingFoundSteps));
     run_.stopUnixSeconds = unixNow();
   }
   // The last round (bounded by the round timeout) sees everything up to here.

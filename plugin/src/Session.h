@@ -103,6 +103,11 @@ class Session {
 
   StatsTable statistics();
   std::vector<std::string> layerNames();
+  // Discovery (docs/DISCOVERY.md): how a layer was found, a note on what is hidden, and the
+  // nothing-found check after `steps` training steps (warns once).
+  void describeLayer(const LayerOrigin& origin);
+  void noteDiscovery(const std::string& note);
+  void checkFound(uint64_t steps);
   RunInfo runInfo();
   const Topology& topology() const { return topology_; }
 
@@ -152,6 +157,7 @@ class Session {
   // ---- end of the trace store feed ----
 
   void fold();  // statsMutex_ held
+  void checkFoundLocked(uint64_t steps);  // statsMutex_ held
   void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
 
   const Config config_;

@@ -18,10 +18,34 @@ import os
 
 import torch  # noqa: F401  (loads LibTorch before the native module that links it)
 
-from ._attnscope import attention, check_config, is_running, step, version  # noqa: F401
+import re
+
+from ._attnscope import attention, is_running, op_kind, step, version  # noqa: F401
 from . import _attnscope
 
-__all__ = ["start", "stop", "step", "attention", "summary", "is_running", "version", "options", "check_config"]
+__all__ = ["start", "stop", "step", "attention", "op_kind", "summary", "is_running", "version", "options",
+           "check_config"]
+
+# Variables only Python reads: regular expressions of the module discovery (docs/DISCOVERY.md).
+PATTERN_VARIABLES = ("ATTNSCOPE_ATTENTION_MODULES", "ATTNSCOPE_ATTENTION_EXCLUDE")
+PATTERN_ALLOWED = "a Python regular expression, searched in each module's class name and module path"
+
+
+def compile_pattern(name, value):
+    """The compiled pattern of a discovery variable; ValueError naming the variable otherwise."""
+    if value is None or value == "":
+        return None
+    try:
+        return re.compile(value)
+    except re.error as e:
+        raise ValueError(f'{name}="{value}" is not a valid regular expression ({e}); allowed: {PATTERN_ALLOWED}') from None
+
+
+def check_config(variables):
+    """Checks ATTNSCOPE_* variables as start() would (ValueError with the C++ API's text)."""
+    _attnscope.check_config(variables)
+    for name in PATTERN_VARIABLES:
+        compile_pattern(name, variables.get(name))
 
 
 def options():

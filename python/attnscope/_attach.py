@@ -1,58 +1,105 @@
-"""Zero-code attach (launch/attnscope-run puts python/bootstrap on PYTHONPATH, whose sitecustomize
-calls install() in every worker before the script runs).
+"""Zero-code attach: launch/attnscope-run puts python/bootstrap on PYTHONPATH, whose sitecustomize
+calls install() in every worker before the script runs. The rule is in docs/DISCOVERY.md.
 
-- torch.nn.MultiheadAttention.forward runs inside attnscope.attention(<module name>): the name is
-  the module's path in the first module tree that runs it ("layers.0.self_attn"; DDP's "module."
-  prefix dropped), so every rank names a layer the same way.
-- torch.nn.functional.scaled_dot_product_attention, where the torch version has it, runs inside
-  attnscope.attention(<innermost running module's name>.sdpa) when no attention scope is open.
-- torch.distributed.init_process_group is followed: once it returns, attnscope forms a Gloo side
-  group of its own (torch.distributed.new_group(backend="gloo"), right there, so in the same order
-  on every rank) and starts with it, the group's rank and world size, and torchrun's store. Its
-  rounds are real Gloo collectives that never touch the job's communicator. A script that forms no
-  group starts attnscope at its first attention call. attnscope stops at interpreter exit.
+Discovery. The first time a module tree runs (its root's first call), the tree is walked once and
+its attention layers are chosen:
+- a module whose class name matches the attention pattern (default `attention|attn`, any case;
+  ATTNSCOPE_ATTENTION_MODULES replaces it and is also searched in module paths) is a layer, the
+  outermost such module on its path, unless two or more matching modules sit side by side below it
+  (then it is a container, and the search goes on inside it); a module the user's include pattern
+  matches is a layer whatever it holds;
+- ATTNSCOPE_ATTENTION_EXCLUDE removes modules (class name or path) from being layers; their
+  children are still searched;
+- a torch.nn.TransformerEncoderLayer/DecoderLayer's fast path (one fused op for the whole layer,
+  eval without grad) is observed under its self_attn's name;
+- F.scaled_dot_product_attention called outside any layer makes the module calling it a layer
+  (rule calls_sdpa), from that call on;
+- a module compiled with torch.compile (OptimizedModule, Module.compile) runs as one region: the
+  layers inside are hidden from Python hooks by the compiled code, so its fused attention kernels,
+  softmax and other ops are observed under the compiled module's name (rule compiled_region).
+Each layer is observed from a forward pre-hook to a forward hook (always_call) on that module only;
+the tree walk's global pre-hook stays only for the first few training steps (new roots).
+
+Names are module paths with wrappers' segments left out (DDP's and DataParallel's `module`,
+torch.compile's `_orig_mod`, FSDP's `_fsdp_wrapped_module`, checkpoint_wrapper's
+`_checkpoint_wrapped_module`), so every rank and every wrapping names a layer the same way.
+
+Rotary embeddings: module-level functions named like rotary/rope helpers in the module that defines
+a found layer's class (transformers' apply_rotary_pos_emb) run inside op_kind("positional").
+
+torch.distributed.init_process_group is followed: once it returns, attnscope forms a Gloo side group
+of its own and starts with it. A script that forms no group starts attnscope at its first attention
+call or optimizer step. attnscope stops at interpreter exit.
 """
 import atexit
 import datetime
 import os
+import re
 import sys
 import threading
+import types
+import warnings
 import weakref
 
 import torch
 
 import attnscope
+from attnscope import _attnscope
 
-_names = weakref.WeakKeyDictionary()   # module -> its path in the first tree that ran it
-_scanned = weakref.WeakSet()           # modules whose subtree has been named
-_local = threading.local()             # per thread: running modules, open attention depth
-_started = False
+DEFAULT_PATTERN = re.compile(r"attention|attn", re.IGNORECASE)
+ROTARY_FUNCTION = re.compile(r"rotary|(^|_)rope($|_)", re.IGNORECASE)
+# Wrapper modules whose child is the wrapped model: the child's name is not a path segment.
+_WRAPPER_CHILDREN = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"}
+_DATA_PARALLEL = ("DistributedDataParallel", "DataParallel")
+_FAST_PATH_HOSTS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
+
+_is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+
+_names = weakref.WeakKeyDictionary()   # module -> its cleaned path in the first tree that ran it
+_scanned = weakref.WeakSet()           # modules whose tree has been walked
+_layers = weakref.WeakKeyDictionary()  # module -> layer name (hooks installed)
+_region_enter = weakref.WeakKeyDictionary()  # compiled module -> its region's pre-hook
+_calls_sdpa_seen = set()               # code objects already looked at by the SDPA fallback
+_origins = []                          # (name, rule, source) not yet handed to the session
+_local = threading.local()             # per thread: modules whose scope is open, SDPA depth
+_state = {"started": False, "include": None, "exclude": None, "discovery_hook": None,
+          "optimizer_hook": None, "optimizer_steps": 0, "compiled": 0}
 _lock = threading.Lock()
 
 
-def _clean(name):
-    return name[len("module."):] if name.startswith("module.") else name
-
+# --- start ----------------------------------------------------------------------------------------
 
 def _ensure_started():
-    global _started
-    if _started:
+    if _state["started"]:
         return
     with _lock:
-        if _started:
+        if _state["started"]:
             return
-        _started = True
-        if attnscope.is_running():
-            return  # the script started attnscope itself
-        kwargs = {}
-        dist = torch.distributed
-        if dist.is_available() and dist.is_initialized():
-            kwargs = {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
-            group = _side_group(dist)
-            if group is not None:
-                kwargs["group"] = group
-        attnscope.start(**kwargs)
-        atexit.register(attnscope.stop)
+        _state["started"] = True
+        if not attnscope.is_running():  # else the script started attnscope itself
+            kwargs = {}
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                kwargs = {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
+                group = _side_group(dist)
+                if group is not None:
+                    kwargs["group"] = group
+            attnscope.start(**kwargs)
+            atexit.register(attnscope.stop)
+    _flush_origins()
+
+
+def _flush_origins():
+    if not attnscope.is_running():
+        return
+    while _origins:
+        name, rule, source = _origins.pop(0)
+        _attnscope.describe_layer(name, rule, source)
+    if _state["compiled"]:
+        _attnscope.note_discovery(
+            "torch.compile: compiled modules hide their layers from attnscope's module hooks; each "
+            "compiled module is observed as one region (rule compiled_region) with its fused attention "
+            "kernels, softmax and other ops; layers outside compiled code are observed as usual")
 
 
 def _option(name):
@@ -81,68 +128,326 @@ def _side_group(dist):
         return None
 
 
-def _stack():
-    s = getattr(_local, "stack", None)
-    if s is None:
-        s = _local.stack = []
-    return s
+# --- discovery ------------------------------------------------------------------------------------
+
+def _matches(pattern, module, path):
+    return pattern is not None and (pattern.search(type(module).__name__) is not None or
+                                    (path != "" and pattern.search(path) is not None))
 
 
-def _pre_hook(module, inputs):
-    if module not in _scanned:
-        for name, m in module.named_modules():
-            _scanned.add(m)
-            if m not in _names:
-                _names[m] = _clean(name) or type(m).__name__
-    _stack().append(module)
+def _children(module, path):
+    """(child, cleaned path) of each direct child, wrapper segments left out."""
+    wrapper = type(module).__name__ in _DATA_PARALLEL
+    for name, child in module.named_children():
+        if name in _WRAPPER_CHILDREN or (wrapper and name == "module"):
+            yield child, path
+        else:
+            yield child, f"{path}.{name}" if path else name
 
 
-def _post_hook(module, inputs, output):
-    s = _stack()
-    while s:
-        if s.pop() is module:
-            break
+def _is_candidate(module, path):
+    """Whether the attention pattern names this module (exclusions applied)."""
+    if _matches(_state["exclude"], module, path):
+        return False
+    if _state["include"] is not None:
+        return _matches(_state["include"], module, path)
+    return DEFAULT_PATTERN.search(type(module).__name__) is not None
 
 
-def _depth():
-    return getattr(_local, "depth", 0)
+def _frontier(module, path):
+    """The candidates below `module` that have no candidate between them and it."""
+    found = []
+    for child, child_path in _children(module, path):
+        if _is_candidate(child, child_path):
+            found.append(child)
+        else:
+            found.extend(_frontier(child, child_path))
+    return found
 
 
-def _observed(fn, name_of):
+def _walk(module, path, parent=None, compiled=False):
+    """Chooses the layers of a tree. Under a compiled module they are recorded as hidden: compiled
+    code runs no Python hooks (the region is observed instead)."""
+    if module in _scanned:
+        return
+    _scanned.add(module)
+    _names.setdefault(module, path or type(module).__name__)
+    if type(module).__name__ == "OptimizedModule":
+        _observe_compiled(module)
+        compiled = True
+    if module not in _layers and _is_candidate(module, path):
+        rule = "include" if _state["include"] is not None else "class_name"
+        if rule == "include" or len(_frontier(module, path)) <= 1:
+            _add_layer(module, path, "hidden_by_compile" if compiled else rule, parent)
+            _mark_scanned(module, path)
+            return
+    for child, child_path in _children(module, path):
+        _walk(child, child_path, module, compiled)
+
+
+def _mark_scanned(module, path):
+    """A layer's subtree: named (for the SDPA fallback) but searched no further."""
+    for child, child_path in _children(module, path):
+        if child not in _scanned:
+            _scanned.add(child)
+            _names.setdefault(child, child_path)
+            if type(child).__name__ == "OptimizedModule":
+                _observe_compiled(child)
+            _mark_scanned(child, child_path)
+
+
+def _add_layer(module, path, rule, parent=None):
+    name = path or type(module).__name__
+    _layers[module] = name
+    module.register_forward_pre_hook(_layer_enter)
+    module.register_forward_hook(_layer_exit, always_call=True)
+    source = type(module).__name__
+    if parent is not None and type(parent).__name__ in _FAST_PATH_HOSTS and parent not in _layers:
+        # Eval without grad runs the whole encoder layer as one fused op, never calling self_attn.
+        parent.register_forward_pre_hook(_fused_enter(name))
+        parent.register_forward_hook(_fused_exit, always_call=True)
+        source += f", and {type(parent).__name__}'s fast path"
+    _origins.append((name, rule, source))
+    _mark_rotary(type(module))
+    _flush_origins()
+
+
+def _mark_rotary(cls):
+    module = sys.modules.get(cls.__module__)
+    if module is None or getattr(module, "_attnscope_rotary_marked", False):
+        return
+    try:
+        module._attnscope_rotary_marked = True
+    except (AttributeError, TypeError):
+        return
+    for name, fn in list(vars(module).items()):
+        if isinstance(fn, types.FunctionType) and ROTARY_FUNCTION.search(name) and \
+                not getattr(fn, "_attnscope_wrapped", False):
+            setattr(module, name, _positional(fn))
+
+
+def _positional(fn):
     def wrapper(*args, **kwargs):
-        _ensure_started()
-        name = name_of(args)
-        _local.depth = _depth() + 1
-        try:
-            with attnscope.attention(name):
-                return fn(*args, **kwargs)
-        finally:
-            _local.depth -= 1
+        if _is_compiling():
+            return fn(*args, **kwargs)
+        with attnscope.op_kind("positional"):
+            return fn(*args, **kwargs)
     wrapper.__wrapped__ = fn
+    wrapper.__name__ = fn.__name__
+    wrapper.__qualname__ = fn.__qualname__
     wrapper.__doc__ = fn.__doc__
+    wrapper._attnscope_wrapped = True
     return wrapper
 
 
+# --- hooks ----------------------------------------------------------------------------------------
+
+def _open_modules():
+    s = getattr(_local, "open", None)
+    if s is None:
+        s = _local.open = []
+    return s
+
+
+def _layer_enter(module, args):
+    if _is_compiling():
+        return
+    _ensure_started()
+    _attnscope.enter_scope(_layers[module], False)
+    _open_modules().append(module)
+
+
+def _layer_exit(module, args, output):
+    if _is_compiling():
+        return
+    s = _open_modules()
+    if s and s[-1] is module:
+        s.pop()
+        _attnscope.exit_scope()
+
+
+def _fused_enter(name):
+    def hook(module, args):
+        if _is_compiling():
+            return
+        _ensure_started()
+        _attnscope.enter_fused(name)
+        _open_modules().append(module)
+    return hook
+
+
+def _fused_exit(module, args, output):
+    if _is_compiling():
+        return
+    s = _open_modules()
+    if s and s[-1] is module:
+        s.pop()
+        _attnscope.exit_fused()
+
+
+def _discover(module, args):
+    """Global forward pre-hook while discovery runs: walks each new tree at its root's first call."""
+    if _is_compiling() or module in _scanned:
+        return
+    _walk(module, "")
+    # This call's hooks were gathered before the walk added the root's own: open its scope here
+    # (its forward hook, read after forward, closes it).
+    if module in _layers:
+        _layer_enter(module, args)
+    elif module in _region_enter:
+        _region_enter[module](module, args)
+
+
+def _end_discovery():
+    handle = _state["discovery_hook"]
+    if handle is not None:
+        handle.remove()
+        _state["discovery_hook"] = None
+
+
+def _optimizer_step(optimizer, args, kwargs):
+    """Global optimizer step hook for the first steps: the nothing-found check, then the end of
+    the tree walk's global hook (roots that first run later are not searched)."""
+    _state["optimizer_steps"] += 1
+    if _state["optimizer_steps"] < attnscope_nothing_found_steps():
+        return
+    _ensure_started()
+    _attnscope.note_steps(_state["optimizer_steps"])
+    _end_discovery()
+    handle = _state["optimizer_hook"]
+    if handle is not None:
+        handle.remove()
+        _state["optimizer_hook"] = None
+
+
+def attnscope_nothing_found_steps():
+    return 3  # attnscope::kNothingFoundSteps
+
+
+def _region_origin(module):
+    """The first entry of a compiled region records it (its path is known by then)."""
+    if getattr(module, "_attnscope_region", False) == "recorded":
+        return
+    module._attnscope_region = "recorded"
+    _state["compiled"] += 1
+    _origins.append((_region_name(module), "compiled_region", type(getattr(module, "_orig_mod", module)).__name__))
+    _flush_origins()
+
+
+def _compiled_region(name_of):
+    def enter(module, args):
+        if _is_compiling():
+            return
+        _ensure_started()
+        _region_origin(module)
+        _attnscope.enter_scope(name_of(module), True)
+        _open_modules().append(module)
+
+    def leave(module, args, output):
+        if _is_compiling():
+            return
+        s = _open_modules()
+        if s and s[-1] is module:
+            s.pop()
+            _attnscope.exit_scope()
+    return enter, leave
+
+
+def _region_name(module):
+    name = _names.get(module)
+    if name is None or name == type(module).__name__:
+        inner = getattr(module, "_orig_mod", module)
+        name = _names.get(inner) or type(inner).__name__
+    return name
+
+
+def _observe_compiled(module):
+    if getattr(module, "_attnscope_region", False):
+        return
+    module._attnscope_region = True
+    enter, leave = _compiled_region(_region_name)
+    _region_enter[module] = enter
+    module.register_forward_pre_hook(enter)
+    module.register_forward_hook(leave, always_call=True)
+
+
+def _sdpa_caller():
+    """The module whose code called F.scaled_dot_product_attention: the nearest frame whose `self`
+    (or, for transformers' attention functions, `module`) is a module of a walked tree."""
+    frame = sys._getframe(2)
+    for _ in range(8):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code in _calls_sdpa_seen:
+            return None  # looked at before and nothing eligible found
+        for key in ("self", "module"):
+            obj = frame.f_locals.get(key)
+            if isinstance(obj, torch.nn.Module) and obj in _names:
+                return obj
+        frame = frame.f_back
+    return None
+
+
 def install():
-    """Instruments torch in this process (idempotent)."""
+    """Instruments torch in this process (idempotent). Raises ValueError for a bad pattern."""
     if getattr(torch, "_attnscope_attached", False):
         return
+    _state["include"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_MODULES", os.environ.get("ATTNSCOPE_ATTENTION_MODULES"))
+    _state["exclude"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_EXCLUDE", os.environ.get("ATTNSCOPE_ATTENTION_EXCLUDE"))
     torch._attnscope_attached = True
-    mha = torch.nn.MultiheadAttention
-    mha.forward = _observed(mha.forward, lambda args: _names.get(args[0], "MultiheadAttention"))
-    torch.nn.modules.module.register_module_forward_pre_hook(_pre_hook)
-    torch.nn.modules.module.register_module_forward_hook(_post_hook)
+    _state["discovery_hook"] = torch.nn.modules.module.register_module_forward_pre_hook(_discover)
+    # Our own discovery hook is the global hook OptimizedModule warns about; it runs once per tree.
+    warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    _state["optimizer_hook"] = register_optimizer_step_post_hook(_optimizer_step)
 
     functional = torch.nn.functional
-    if hasattr(functional, "scaled_dot_product_attention"):
-        sdpa = functional.scaled_dot_product_attention
-        observed = _observed(sdpa, lambda args: (_names.get(_stack()[-1], "sdpa") if _stack() else "") + ".sdpa")
+    sdpa = functional.scaled_dot_product_attention
 
-        def scaled_dot_product_attention(*args, **kwargs):
-            if _depth() > 0:  # already inside an attention scope (e.g. MultiheadAttention)
-                return sdpa(*args, **kwargs)
-            return observed(*args, **kwargs)
-        functional.scaled_dot_product_attention = scaled_dot_product_attention
+    def scaled_dot_product_attention(*args, **kwargs):
+        if _is_compiling() or _open_modules():
+            return sdpa(*args, **kwargs)
+        caller = _sdpa_caller()
+        if caller is None or caller in _layers or _matches(_state["exclude"], caller, _names.get(caller, "")):
+            if caller is None:
+                _calls_sdpa_seen.add(sys._getframe(1).f_code)
+            return sdpa(*args, **kwargs)
+        # From the next call on the caller's hooks open the scope; this call is observed here.
+        _add_layer(caller, _names[caller], "calls_sdpa")
+        _ensure_started()
+        _attnscope.enter_scope(_layers[caller], False)
+        try:
+            return sdpa(*args, **kwargs)
+        finally:
+            _attnscope.exit_scope()
+    scaled_dot_product_attention.__wrapped__ = sdpa
+    scaled_dot_product_attention.__doc__ = sdpa.__doc__
+    functional.scaled_dot_product_attention = scaled_dot_product_attention
+
+    module_compile = torch.nn.Module.compile
+
+    def compile(self, *args, **kwargs):  # Module.compile: in place, no OptimizedModule
+        module_compile(self, *args, **kwargs)
+        compiled = self._compiled_call_impl
+        owner = weakref.ref(self)
+
+        def region(*a, **k):
+            if _is_compiling():
+                return compiled(*a, **k)
+            module = owner()
+            _ensure_started()
+            _region_origin(module)
+            _attnscope.enter_scope(_region_name(module), True)
+            try:
+                return compiled(*a, **k)
+            finally:
+                _attnscope.exit_scope()
+        self._compiled_call_impl = region
+        self._attnscope_region = True
+    compile.__wrapped__ = module_compile
+    compile.__doc__ = module_compile.__doc__
+    torch.nn.Module.compile = compile
 
     dist = torch.distributed
     if dist.is_available():

@@ -26,3 +26,6 @@ if os.environ.get("RANK") is not None or os.environ.get("OMPI_COMM_WORLD_RANK") 
         _attach.install()
     except ImportError as e:
         sys.stderr.write(f"[attnscope] zero-code attach unavailable, the script runs without it: {e}\n")
+    except ValueError as e:  # a bad ATTNSCOPE_* value: fail at start, before the script runs
+        sys.stderr.write(f"[attnscope] error: {e}\n")
+        sys.exit(2)

@@ -4,7 +4,9 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
@@ -30,6 +32,49 @@ class Attention {
  private:
   std::string name_;
   std::unique_ptr<attnscope::AttentionScope> scope_;
+};
+
+// The zero-code attach's module hooks (attnscope/_attach.py): a pre-hook opens, a forward hook
+// (always_call) closes. One stack per thread; a hook pair never straddles threads.
+thread_local std::vector<std::unique_ptr<attnscope::AttentionScope>> tScopes;
+thread_local std::vector<std::unique_ptr<attnscope::FusedOpScope>> tFused;
+
+const std::map<std::string, attnscope::OpKind>& kindsByName() {
+  static const std::map<std::string, attnscope::OpKind> kinds = [] {
+    std::map<std::string, attnscope::OpKind> m;
+    for (int k = 0; k < attnscope::kNumOpKinds; ++k) {
+      const auto kind = static_cast<attnscope::OpKind>(k);
+      m[attnscope::opKindName(kind)] = kind;
+    }
+    return m;
+  }();
+  return kinds;
+}
+
+attnscope::OpKind kindOf(const std::string& name) {
+  const auto& kinds = kindsByName();
+  const auto it = kinds.find(name);
+  if (it == kinds.end()) {
+    std::string allowed;
+    for (const auto& [n, k] : kinds) allowed += (allowed.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("op kind \"" + name + "\" is unknown; allowed: " + allowed);
+  }
+  return it->second;
+}
+
+// `with attnscope.op_kind("positional"):` inside an attention call.
+class KindScope {
+ public:
+  explicit KindScope(const std::string& kind) : kind_(kindOf(kind)) {}
+  void enter() { scope_ = std::make_unique<attnscope::OpKindScope>(kind_); }
+  bool exit(const py::object&, const py::object&, const py::object&) {
+    scope_.reset();
+    return false;
+  }
+
+ private:
+  attnscope::OpKind kind_;
+  std::unique_ptr<attnscope::OpKindScope> scope_;
 };
 
 void start(const std::map<std::string, std::string>& variables, int rank, int worldSize) {
@@ -66,6 +111,35 @@ PYBIND11_MODULE(_attnscope, m) {
     }
     return out;
   });
+  m.def(
+      "enter_scope",
+      [](const std::string& name, bool region) {
+        tScopes.push_back(std::make_unique<attnscope::AttentionScope>(
+            name.c_str(), region ? attnscope::ScopeType::kRegion : attnscope::ScopeType::kLayer));
+      },
+      py::arg("name"), py::arg("region") = false);
+  m.def("exit_scope", [] {
+    if (!tScopes.empty()) tScopes.pop_back();
+  });
+  m.def(
+      "enter_fused", [](const std::string& name) { tFused.push_back(std::make_unique<attnscope::FusedOpScope>(name.c_str())); },
+      py::arg("name"));
+  m.def("exit_fused", [] {
+    if (!tFused.empty()) tFused.pop_back();
+  });
+  m.def("describe_layer", &attnscope::describeLayer, py::arg("name"), py::arg("rule"), py::arg("source"));
+  m.def("note_discovery", &attnscope::noteDiscovery, py::arg("note"));
+  m.def("note_steps", &attnscope::noteSteps, py::arg("steps"));
+  m.def("layers_seen", [] { return attnscope::runInfo().layersSeen; });
+  m.def("op_kinds", [] {
+    std::vector<std::string> names;
+    for (int k = 0; k < attnscope::kNumOpKinds; ++k) names.push_back(attnscope::opKindName(static_cast<attnscope::OpKind>(k)));
+    return names;
+  });
+  py::class_<KindScope>(m, "op_kind")
+      .def(py::init<std::string>(), py::arg("kind"))
+      .def("__enter__", [](KindScope& k) { k.enter(); })
+      .def("__exit__", &KindScope::exit);
   py::class_<Attention>(m, "attention")
       .def(py::init<std::string>(), py::arg("name"))
       .def("__enter__", &Attention::enter, py::return_value_policy::reference)

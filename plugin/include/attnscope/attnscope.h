@@ -18,6 +18,7 @@
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Export.h"
 #include "attnscope/core/GpuStatus.h"
+#include "attnscope/core/OpKind.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
 
@@ -61,6 +62,13 @@ ATTNSCOPE_API StatsTable deviceStatistics();
 // figures and the attention backend per layer.
 ATTNSCOPE_API GpuStatus gpuStatus();
 
+// What a scope marks (docs/DISCOVERY.md).
+enum class ScopeType : uint8_t {
+  kLayer,   // one attention layer's call: ops classified by their place in the attention recipe
+  kRegion,  // a region that hides its layers (a torch.compile'd module): fused attention kernels
+            // are fused_attention, softmax ops softmax, every other op "other"
+};
+
 // Marks one attention call. Every aten op that runs on this thread while the scope is open is
 // timed and classified, its autograd nodes are attributed to the same layer in backward, and
 // allocator reports are attributed to the op. On unsampled steps (or when not running) the
@@ -69,6 +77,7 @@ class ATTNSCOPE_API AttentionScope {
  public:
   explicit AttentionScope(const char* layerName);
   explicit AttentionScope(const std::string& layerName) : AttentionScope(layerName.c_str()) {}
+  AttentionScope(const char* layerName, ScopeType type);
   ~AttentionScope();
   AttentionScope(const AttentionScope&) = delete;
   AttentionScope& operator=(const AttentionScope&) = delete;
@@ -76,5 +85,50 @@ class ATTNSCOPE_API AttentionScope {
  private:
   bool active_ = false;
 };
+
+// Inside an AttentionScope: the top-level ops that run while this is open are of `kind` rather
+// than what the classifier infers from their place in the recipe, e.g. rotary embedding work:
+//   { attnscope::OpKindScope rotary(attnscope::OpKind::kPositional); q = rope(q); k = rope(k); }
+// Outside any scope, or on unsampled steps, it does nothing.
+class ATTNSCOPE_API OpKindScope {
+ public:
+  explicit OpKindScope(OpKind kind);
+  ~OpKindScope();
+  OpKindScope(const OpKindScope&) = delete;
+  OpKindScope& operator=(const OpKindScope&) = delete;
+
+ private:
+  bool active_ = false;
+  OpKind saved_ = OpKind::kCount;
+};
+
+// While open, a fused attention op that runs on this thread outside any AttentionScope (such as
+// torch's TransformerEncoderLayer fast path, _transformer_encoder_layer_fwd) is observed as one
+// call of layer `layerName`. Ops other than fused attention kernels are not observed.
+class ATTNSCOPE_API FusedOpScope {
+ public:
+  explicit FusedOpScope(const char* layerName);
+  ~FusedOpScope();
+  FusedOpScope(const FusedOpScope&) = delete;
+  FusedOpScope& operator=(const FusedOpScope&) = delete;
+
+ private:
+  bool active_ = false;
+};
+
+// Discovery (docs/DISCOVERY.md). How a layer was found, for the summary's "discovery" section:
+// the Python attach reports its rule for every layer; programs that mark layers may too.
+ATTNSCOPE_API void describeLayer(const std::string& layerName, const std::string& rule,
+                                 const std::string& source);
+// One sentence on what attnscope cannot see in this run (listed once in the summary).
+ATTNSCOPE_API void noteDiscovery(const std::string& note);
+// Training steps done so far, for programs whose steps attnscope cannot tell (no scope has
+// opened, so no step ends). After kNothingFoundSteps steps with no attention call seen it warns
+// once: a log line naming how to mark attention, the metric attnscope_nothing_found, the
+// summary's discovery.nothing_found. The Python attach calls it from an optimizer step hook.
+ATTNSCOPE_API void noteSteps(uint64_t steps);
+
+// Steps after which a run that has seen no attention call warns once (log, metric, summary).
+constexpr int kNothingFoundSteps = 3;
 
 }  // namespace attnscope

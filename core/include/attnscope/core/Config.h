@@ -40,6 +40,8 @@ constexpr char kEnvRoofline[] = "ATTNSCOPE_ROOFLINE";
 constexpr char kEnvPeakFlops[] = "ATTNSCOPE_PEAK_FLOPS";
 constexpr char kEnvPeakBandwidth[] = "ATTNSCOPE_PEAK_BANDWIDTH";
 constexpr char kEnvCalibrate[] = "ATTNSCOPE_CALIBRATE";
+constexpr char kEnvAttentionModules[] = "ATTNSCOPE_ATTENTION_MODULES";
+constexpr char kEnvAttentionExclude[] = "ATTNSCOPE_ATTENTION_EXCLUDE";
 
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
@@ -130,6 +132,13 @@ struct ATTNSCOPE_API Config {
   double peakFlops = 0;
   double peakBandwidth = 0;
   bool calibrate = true;
+
+  // Python's module discovery (docs/DISCOVERY.md): regular expressions (Python's `re`, searched in
+  // each module's class name and module path) that replace the attention rule's class-name
+  // pattern, and that exclude modules from being layers. Empty: the built-in rule. The Python
+  // attach compiles and checks them at start; C++ programs mark modules themselves.
+  std::string attentionModules;
+  std::string attentionExclude;
 
   // Parses one variable into this config.
   // \throw std::invalid_argument naming the variable, the value and what is allowed.

@@ -18,6 +18,8 @@ enum class OpKind : uint8_t {
   kLayoutCopy,        // view, transpose, reshape, contiguous, copies, splits
   kFusedAttention,    // one fused kernel for the whole attention (SDPA, flash, efficient, MHA)
   kOther,
+  kPositional,        // rotary / positional work on Q and K (after kOther: trace files keep the
+                      // integers of the kinds before it)
   kCount
 };
 constexpr int kNumOpKinds = static_cast<int>(OpKind::kCount);
@@ -55,10 +57,15 @@ enum class Phase : uint8_t { kForward = 0, kBackward, kRecompute, kCount };
 constexpr int kNumPhases = static_cast<int>(Phase::kCount);
 
 // "qkv_projection", "score_matmul", "softmax", "dropout", "context_matmul",
-// "output_projection", "layout_copy", "fused_attention", "other".
+// "output_projection", "layout_copy", "fused_attention", "other", "positional".
 ATTNSCOPE_API const char* opKindName(OpKind kind);
 // "forward", "backward", "recompute".
 ATTNSCOPE_API const char* phaseName(Phase phase);
+
+// The kind of an op inside a region that hides its layers (ScopeType::kRegion): fused attention
+// kernels are kFusedAttention, softmax ops kSoftmax, every other op kOther (without the layer
+// boundaries a projection's place in the recipe is unknown).
+ATTNSCOPE_API OpKind regionOpKind(const char* opName);
 
 // True for op names of fused attention kernels ("aten::scaled_dot_product_attention", ...).
 ATTNSCOPE_API bool isFusedAttentionOp(const char* opName);

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "attnscope/core/Roofline.h"
 
@@ -19,6 +20,13 @@ struct MachineInfo {
 };
 
 // Who produced a set of statistics and over what run; written into every summary.
+// How one attention layer was found: the Python attach's rule, or a program's own marking.
+struct LayerOrigin {
+  std::string name;    // the layer name, as in the statistics
+  std::string rule;    // "class_name", "include", "calls_sdpa", "fast_path", "compiled_region", ...
+  std::string source;  // what the rule matched: the module's class ("LlamaAttention")
+};
+
 struct RunInfo {
   int rank = 0;
   int worldSize = 1;
@@ -41,6 +49,12 @@ struct RunInfo {
   MachineInfo machine;
   uint64_t shapeReads = 0;      // top-level ops whose arguments were read (sampled steps only)
   uint64_t shapeChanges = 0;    // of them, with arguments that changed (formulas evaluated)
+  // Discovery (docs/DISCOVERY.md): how the layers were found, what attnscope could not see, and
+  // whether steps ended with no attention layer seen at all.
+  std::vector<LayerOrigin> layerOrigins;
+  std::vector<std::string> discoveryNotes;
+  uint64_t layersSeen = 0;      // distinct layer names recorded
+  bool nothingFound = false;    // kNothingFoundSteps steps ended and no attention call was seen
 };
 
 }  // namespace attnscope

@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Attention found in real models without code changes (docs/DISCOVERY.md): each case launches
+tests/integration/discovery_models.py under launch/attnscope-run (real torchrun, 2 ranks, DDP over
+Gloo unless said otherwise) and checks the summaries: the exact layer names, forward and backward
+(and recompute) calls per layer equal to the steps, the op kinds, the rule that found each layer,
+and that the layers' forward time is a plausible share of the step the script measured itself.
+Usage: discovery_test.py CASE BUILD_DIR SOURCE_DIR
+
+Cases:
+  llama_eager llama_sdpa gpt2 bert gpt_manual gpt_sdpa vit mha_train mha_eval   one model each
+  checkpointing   llama with gradient_checkpointing_enable(), the GPT under checkpoint_wrapper:
+                  recompute is its own phase, backward still linked
+  nothing_found   attention in a module whose class name does not say so: one warning, the metric
+                  attnscope_nothing_found 1 on the endpoint, summary discovery.nothing_found
+  steering        ATTNSCOPE_ATTENTION_MODULES finds it; ATTNSCOPE_ATTENTION_EXCLUDE drops a layer;
+                  a bad pattern fails at start with the exact message (launcher and Python API)
+  compile         torch.compile(model) on one rank, with and without attnscope: same losses, the same
+                  Dynamo graph-break count, the compiled region observed with its fused kernels
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+CASE, BUILD, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import check, free_ports  # noqa: E402
+
+RUN = os.path.join(SOURCE, "launch", "attnscope-run")
+MODELS = os.path.join(SOURCE, "tests", "integration", "discovery_models.py")
+STEPS = 4
+
+# Per model: exact layer names, the rule, op kinds that must be present in forward, phases.
+EXPECTED = {
+    "llama_eager": ([f"model.layers.{i}.self_attn" for i in range(2)], "class_name",
+                    {"qkv_projection", "positional", "score_matmul", "softmax", "dropout", "context_matmul",
+                     "output_projection", "layout_copy"}),
+    "llama_sdpa": ([f"model.layers.{i}.self_attn" for i in range(2)], "class_name",
+                   {"qkv_projection", "positional", "fused_attention", "output_projection"}),
+    "gpt2": ([f"transformer.h.{i}.attn" for i in range(2)], "class_name",
+             {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
+    # BertAttention holds BertSelfAttention and BertSelfOutput (the output projection): one layer.
+    "bert": ([f"bert.encoder.layer.{i}.attention" for i in range(2)], "class_name",
+             {"qkv_projection", "fused_attention", "output_projection"}),
+    "gpt_manual": ([f"blocks.{i}.attn" for i in range(2)], "class_name",
+                   {"qkv_projection", "score_matmul", "softmax", "dropout", "context_matmul", "output_projection",
+                    "layout_copy"}),
+    "gpt_sdpa": ([f"blocks.{i}.attn" for i in range(2)], "class_name",
+                 {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
+    "vit": ([f"blocks.{i}.attn" for i in range(2)], "class_name",
+            {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
+    "mha_train": (["encoder.layers.0.self_attn", "encoder.layers.1.self_attn", "pool"], "class_name",
+                  {"qkv_projection", "fused_attention", "output_projection"}),
+    "mha_eval": (["encoder.layers.0.self_attn", "encoder.layers.1.self_attn", "pool"], "class_name",
+                 {"fused_attention"}),
+}
+# The fused kernel's backend, as SDPA's CPU dispatch picks it for these shapes (dropout in training
+# takes the math path; no dropout takes flash).
+BACKENDS = {"llama_sdpa": "flash", "gpt2": "math", "bert": "math", "gpt_sdpa": "math", "vit": "flash"}
+
+
+def env(**extra):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
+    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(BUILD, "python"),
+             ATTNSCOPE_BIND="127.0.0.1", TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    e.update(extra)
+    return e
+
+
+def launch_args(tmp, model, nproc=2, port=0, extra=()):
+    return ([RUN, "--run-dir", tmp, "--interval", "1", "--port", str(port), "--nproc_per_node", str(nproc),
+             "--master_port", str(free_ports(2))] + [MODELS, model, "--steps", str(STEPS),
+                                                     "--out", os.path.join(tmp, "own-{rank}.json")] + list(extra))
+
+
+def run(tmp, model, nproc=2, extra=(), timeout=400, **variables):
+    p = subprocess.run(launch_args(tmp, model, nproc, 0, extra), env=env(**variables), capture_output=True,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stderr
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def summaries(tmp, nproc=2):
+    return [load(os.path.join(tmp, f"summary-{r}.json")) for r in range(nproc)]
+
+
+def check_model(tmp, model, names, rule, kinds, phases=("forward", "backward"), nproc=2, **variables):
+    code, err = run(tmp, model, nproc, **variables)
+    check(code == 0, f"{model}: exit {code}: {err[-3000:]}")
+    check("no attention layer seen" not in err, f"{model}: nothing-found warning on a model with attention: {err[-2000:]}")
+    for rank, s in enumerate(summaries(tmp, nproc)):
+        got = [l["name"] for l in s["layers"]]
+        check(got == names, f"{model} rank {rank}: layers {got}, expected {names}")
+        origins = {o["name"]: o for o in s["discovery"]["layers"]}
+        check(sorted(origins) == sorted(names), f"{model} rank {rank}: discovery lists {sorted(origins)}")
+        check(all(o["rule"] == rule for o in origins.values()), f"{model} rank {rank}: rules {origins}")
+        check(not s["discovery"]["nothing_found"], f"{model} rank {rank}: nothing_found set")
+        own = load(os.path.join(tmp, f"own-{rank}.json"))
+        # The first step carries one-time work (allocation, autograd warm-up): the rest are the step.
+        step_s = sum(own["step_seconds"][1:]) / (STEPS - 1)
+        forward_s = 0.0
+        for layer in s["layers"]:
+            for phase in phases:
+                p = layer["phases"].get(phase)
+                check(p is not None and p["calls"] == STEPS,
+                      f"{model} rank {rank} {layer['name']}: {phase} {None if p is None else p['calls']} calls, "
+                      f"expected {STEPS}; phases {sorted(layer['phases'])}")
+            check(set(layer["phases"]) == set(phases),
+                  f"{model} rank {rank} {layer['name']}: phases {sorted(layer['phases'])}, expected {sorted(phases)}")
+            fwd = layer["phases"]["forward"]
+            check(kinds <= set(fwd["op_kinds"]),
+                  f"{model} rank {rank} {layer['name']}: forward kinds {sorted(fwd['op_kinds'])} lack "
+                  f"{sorted(kinds - set(fwd['op_kinds']))}")
+            check("other" not in fwd["op_kinds"] or model in ("bert",),  # BertSelfOutput's LayerNorm is other
+                  f"{model} rank {rank} {layer['name']}: forward has 'other': {fwd['op_kinds'].get('other')}")
+            if model in BACKENDS:
+                check(fwd.get("attention_backends") == {BACKENDS[model]: STEPS},
+                      f"{model} rank {rank} {layer['name']}: backends {fwd.get('attention_backends')}")
+            forward_s += fwd["call"]["total_seconds"] / STEPS
+        check(0 < forward_s < step_s, f"{model} rank {rank}: layers' forward {forward_s * 1e3:.3f} ms per step, "
+                                      f"step {step_s * 1e3:.3f} ms")
+        print(f"{model} rank {rank}: {len(names)} layers ({rule}), forward {forward_s * 1e3:.2f} ms of a "
+              f"{step_s * 1e3:.2f} ms step")
+
+
+def case_checkpointing(tmp):
+    for model, names in (("llama_ckpt", [f"model.layers.{i}.self_attn" for i in range(2)]),
+                         ("gpt_ckpt_wrapper", [f"blocks.{i}.attn" for i in range(2)])):
+        d = os.path.join(tmp, model)
+        os.makedirs(d)
+        check_model(d, model, names, "class_name", {"qkv_projection", "softmax", "output_projection"},
+                    phases=("forward", "recompute", "backward"))
+
+
+def scrape(port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        return r.read().decode()
+
+
+def metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def case_nothing_found(tmp):
+    port = free_ports(2)
+    # The script stays up after its steps until the endpoint has been read (deadline 120 s).
+    p = subprocess.Popen(launch_args(tmp, "mixer", 2, port, ["--wait-metrics-s", "120"]), env=env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = {}
+    deadline = time.monotonic() + 180
+    try:
+        while time.monotonic() < deadline and len(seen) < 2 and p.poll() is None:
+            for rank in (0, 1):
+                try:
+                    text = scrape(port + rank)
+                except OSError:
+                    continue
+                if metric(text, "attnscope_nothing_found") == 1:
+                    seen[rank] = metric(text, "attnscope_attention_layers")
+            time.sleep(0.5)
+    finally:
+        p.terminate()
+        _, err = p.communicate(timeout=60)
+    check(seen == {0: 0.0, 1: 0.0}, f"attnscope_nothing_found 1 / attnscope_attention_layers 0 not seen on both "
+                                    f"ranks' endpoints: {seen}; {err[-2000:]}")
+    warnings = [l for l in err.splitlines() if "no attention layer seen" in l]
+    check(len(warnings) == 2, f"expected one warning per rank, got {len(warnings)}: {warnings}")
+    for needle in ("attnscope.attention(", "ATTNSCOPE_ATTENTION_MODULES", "attnscope::ModuleScope", "docs/DISCOVERY.md"):
+        check(needle in warnings[0], f"the warning does not say {needle!r}: {warnings[0]}")
+    print(f"nothing found: one warning per rank, endpoints report it: {warnings[0][:100]}...")
+
+
+def case_steering(tmp):
+    d = os.path.join(tmp, "include")
+    os.makedirs(d)
+    check_model(d, "mixer", [f"mixers.{i}" for i in range(2)], "include",
+                {"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"},
+                ATTNSCOPE_ATTENTION_MODULES="^Mixer$")
+    d = os.path.join(tmp, "exclude")
+    os.makedirs(d)
+    check_model(d, "gpt2", ["transformer.h.0.attn"], "class_name", {"qkv_projection", "fused_attention"},
+                ATTNSCOPE_ATTENTION_EXCLUDE=r"^transformer\.h\.1\.")
+    d = os.path.join(tmp, "bad")
+    os.makedirs(d)
+    code, err = run(d, "gpt2", ATTNSCOPE_ATTENTION_MODULES="(")
+    want = ('ATTNSCOPE_ATTENTION_MODULES="(" is not a valid regular expression (missing ), unterminated subpattern '
+            "at position 0); allowed: a Python regular expression, searched in each module's class name and module path")
+    check(code == 2 and f"attnscope-run: error: {want}" in err, f"bad pattern: exit {code}: {err[-1500:]}")
+    check(not os.path.exists(os.path.join(d, "own-0.json")), "a worker ran despite the bad pattern")
+    script = ("import attnscope\ntry:\n    attnscope.start(attention_exclude='[')\nexcept ValueError as e:\n"
+              "    print(e)\nelse:\n    raise SystemExit('no error')\n")
+    p = subprocess.run([sys.executable, "-c", script], env=env(PYTHONPATH=os.path.join(BUILD, "python")),
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0 and p.stdout.startswith('ATTNSCOPE_ATTENTION_EXCLUDE="[" is not a valid regular expression'),
+          f"attnscope.start(attention_exclude='['): {p.returncode} {p.stdout} {p.stderr[-1000:]}")
+    print("steering: include finds the Mixer, exclude drops h.1, bad patterns fail at start with the message")
+
+
+def case_compile(tmp):
+    plain = os.path.join(tmp, "plain")
+    os.makedirs(plain)
+    # Without attnscope: the same script under torchrun (launch/torchrun), one rank.
+    p = subprocess.run([os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "1", "--master_port",
+                        str(free_ports(2)), MODELS, "llama_sdpa", "--steps", str(STEPS), "--compile",
+                        "--out", os.path.join(plain, "own-{rank}.json")], env=env(), capture_output=True, text=True,
+                       timeout=600)
+    check(p.returncode == 0, f"compile without attnscope: exit {p.returncode}: {p.stderr[-3000:]}")
+    base = load(os.path.join(plain, "own-0.json"))
+    code, err = run(tmp, "llama_sdpa", 1, extra=["--compile"], timeout=600)
+    check(code == 0, f"compile under attnscope: exit {code}: {err[-3000:]}")
+    own = load(os.path.join(tmp, "own-0.json"))
+    check(own["losses"] == base["losses"], f"losses differ: {own['losses']} vs {base['losses']} without attnscope")
+    check(own["graph_breaks"] == base["graph_breaks"],
+          f"graph breaks {own['graph_breaks']} under attnscope vs {base['graph_breaks']} without")
+    check("global hooks" not in err, f"torch.compile warned about attnscope's hook: {err[-2000:]}")
+    s = summaries(tmp, 1)[0]
+    names = [l["name"] for l in s["layers"]]
+    check(names == ["LlamaForCausalLM"], f"compiled region named {names}")
+    rules = {o["name"]: o["rule"] for o in s["discovery"]["layers"]}
+    check(rules == {"LlamaForCausalLM": "compiled_region", "model.layers.0.self_attn": "hidden_by_compile",
+                    "model.layers.1.self_attn": "hidden_by_compile"}, f"rules {rules}")
+    check(any("torch.compile" in n for n in s["discovery"]["notes"]), f"notes {s['discovery']['notes']}")
+    fwd = s["layers"][0]["phases"]["forward"]
+    # Two attention kernels per call (one per layer); the first call also traces them while compiling.
+    check(fwd["calls"] == STEPS and "fused_attention" in fwd["op_kinds"] and fwd["op_kinds"]["fused_attention"]["ops"] >= 2 * STEPS,
+          f"compiled region forward: {fwd['calls']} calls, kinds {json.dumps(fwd['op_kinds'])[:600]}")
+    print(f"torch.compile: losses equal to the run without attnscope ({own['losses'][-1]:.6f}), "
+          f"{own['graph_breaks']} graph breaks both ways, region {names[0]} with {fwd['op_kinds']['fused_attention']['ops']} fused kernels")
+
+
+def main():
+    with tempfile.TemporaryDirectory(prefix=f"attnscope-discovery-{CASE}-") as tmp:
+        if CASE in EXPECTED:
+            names, rule, kinds = EXPECTED[CASE]
+            phases = ("forward",) if CASE == "mha_eval" else ("forward", "backward")
+            check_model(tmp, CASE, names, rule, kinds, phases)
+        elif CASE in ("checkpointing", "nothing_found", "steering", "compile"):
+            globals()[f"case_{CASE}"](tmp)
+        else:
+            sys.exit(f"unknown case {CASE!r}; allowed: {', '.join(list(EXPECTED) + ['checkpointing', 'nothing_found', 'steering', 'compile'])}")
+
+
+if __name__ == "__main__":
+    main()
