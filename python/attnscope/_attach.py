@@ -65,6 +65,7 @@ _local = threading.local()             # per thread: modules whose scope is open
 _state = {"started": False, "include": None, "exclude": None, "discovery_hook": None,
           "optimizer_hook": None, "optimizer_steps": 0, "compiled": 0}
 _lock = threading.Lock()
+_undo = []                             # what uninstall() restores: hook handles, replaced attributes
 
 
 # --- start ----------------------------------------------------------------------------------------
@@ -199,13 +200,13 @@ def _mark_scanned(module, path):
 def _add_layer(module, path, rule, parent=None):
     name = path or type(module).__name__
     _layers[module] = name
-    module.register_forward_pre_hook(_layer_enter)
-    module.register_forward_hook(_layer_exit, always_call=True)
+    _undo.append(module.register_forward_pre_hook(_layer_enter))
+    _undo.append(module.register_forward_hook(_layer_exit, always_call=True))
     source = type(module).__name__
     if parent is not None and type(parent).__name__ in _FAST_PATH_HOSTS and parent not in _layers:
         # Eval without grad runs the whole encoder layer as one fused op, never calling self_attn.
-        parent.register_forward_pre_hook(_fused_enter(name))
-        parent.register_forward_hook(_fused_exit, always_call=True)
+        _undo.append(parent.register_forward_pre_hook(_fused_enter(name)))
+        _undo.append(parent.register_forward_hook(_fused_exit, always_call=True))
         source += f", and {type(parent).__name__}'s fast path"
     _origins.append((name, rule, source))
     _mark_rotary(type(module))
@@ -223,7 +224,7 @@ def _mark_rotary(cls):
     for name, fn in list(vars(module).items()):
         if isinstance(fn, types.FunctionType) and ROTARY_FUNCTION.search(name) and \
                 not getattr(fn, "_attnscope_wrapped", False):
-            setattr(module, name, _positional(fn))
+            _replace(module, name, _positional(fn))
 
 
 def _positional(fn):
@@ -367,8 +368,8 @@ def _observe_compiled(module):
     module._attnscope_region = True
     enter, leave = _compiled_region(_region_name)
     _region_enter[module] = enter
-    module.register_forward_pre_hook(enter)
-    module.register_forward_hook(leave, always_call=True)
+    _undo.append(module.register_forward_pre_hook(enter))
+    _undo.append(module.register_forward_hook(leave, always_call=True))
 
 
 def _sdpa_caller():
@@ -397,6 +398,7 @@ def install():
     _state["exclude"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_EXCLUDE", os.environ.get("ATTNSCOPE_ATTENTION_EXCLUDE"))
     torch._attnscope_attached = True
     _state["discovery_hook"] = torch.nn.modules.module.register_module_forward_pre_hook(_discover)
+    _state["optimizer_steps"] = 0
     # Our own discovery hook is the global hook OptimizedModule warns about; it runs once per tree.
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -423,7 +425,7 @@ def install():
             _attnscope.exit_scope()
     scaled_dot_product_attention.__wrapped__ = sdpa
     scaled_dot_product_attention.__doc__ = sdpa.__doc__
-    functional.scaled_dot_product_attention = scaled_dot_product_attention
+    _replace(functional, "scaled_dot_product_attention", scaled_dot_product_attention)
 
     module_compile = torch.nn.Module.compile
 
@@ -447,7 +449,7 @@ def install():
         self._attnscope_region = True
     compile.__wrapped__ = module_compile
     compile.__doc__ = module_compile.__doc__
-    torch.nn.Module.compile = compile
+    _replace(torch.nn.Module, "compile", compile)
 
     dist = torch.distributed
     if dist.is_available():
@@ -458,5 +460,35 @@ def install():
             _ensure_started()
             return result
         init_process_group.__wrapped__ = init
-        dist.init_process_group = init_process_group
-        dist.distributed_c10d.init_process_group = init_process_group
+        _replace(dist, "init_process_group", init_process_group)
+        _replace(dist.distributed_c10d, "init_process_group", init_process_group)
+
+
+def _replace(owner, name, value):
+    _undo.append((owner, name, getattr(owner, name)))
+    setattr(owner, name, value)
+
+
+def uninstall():
+    """Takes every hook and replaced function out again (benchmarks compare with and without the
+    attach in one process). attnscope itself is not stopped; layers found so far are forgotten."""
+    if not getattr(torch, "_attnscope_attached", False):
+        return
+    _end_discovery()
+    if _state["optimizer_hook"] is not None:
+        _state["optimizer_hook"].remove()
+        _state["optimizer_hook"] = None
+    while _undo:
+        item = _undo.pop()
+        if isinstance(item, tuple):
+            owner, name, value = item
+            setattr(owner, name, value)
+            if hasattr(owner, "_attnscope_rotary_marked"):
+                del owner._attnscope_rotary_marked
+        else:
+            item.remove()
+    for table in (_names, _layers, _region_enter):
+        table.clear()
+    _scanned.clear()
+    _calls_sdpa_seen.clear()
+    torch._attnscope_attached = False

@@ -20,6 +20,7 @@ Models (all built from small configs, nothing downloaded):
                             (_transformer_encoder_layer_fwd) plus a standalone nn.MultiheadAttention
                             (_native_multi_head_attention) without grad
   mixer                     attention in a module whose class name does not say so (nothing found)
+  sdpa_caller               SDPA called by a module whose class name does not say attention (Head)
 """
 import argparse
 import json
@@ -117,6 +118,35 @@ class MixerNet(nn.Module):
         x = self.embed(idx)
         for m in self.mixers:
             x = x + m(x)
+        return self.head(x)
+
+
+class Head(nn.Module):
+    """Calls F.scaled_dot_product_attention in a module whose class name does not say attention."""
+
+    def __init__(self, d, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = (p(x).view(B, T, self.heads, C // self.heads).transpose(1, 2) for p in (self.q, self.k, self.v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.o(y.transpose(1, 2).reshape(B, T, C))
+
+
+class HeadNet(nn.Module):
+    def __init__(self, d=64, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, d)
+        self.heads = nn.ModuleList([Head(d) for _ in range(layers)])
+        self.head = nn.Linear(d, VOCAB)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        for h in self.heads:
+            x = x + h(x)
         return self.head(x)
 
 
@@ -224,6 +254,8 @@ def build(name):
         return EncoderNet(), tokens, lm_loss
     if name == "mixer":
         return MixerNet(), tokens, lm_loss
+    if name == "sdpa_caller":
+        return HeadNet(), tokens, lm_loss
     raise SystemExit(f"unknown model {name!r}")
 
 

@@ -7,7 +7,7 @@ and that the layers' forward time is a plausible share of the step the script me
 Usage: discovery_test.py CASE BUILD_DIR SOURCE_DIR
 
 Cases:
-  llama_eager llama_sdpa gpt2 bert gpt_manual gpt_sdpa vit mha_train mha_eval   one model each
+  llama_eager llama_sdpa gpt2 bert gpt_manual gpt_sdpa vit sdpa_caller mha_train mha_eval   one model each
   checkpointing   llama with gradient_checkpointing_enable(), the GPT under checkpoint_wrapper:
                   recompute is its own phase, backward still linked
   nothing_found   attention in a module whose class name does not say so: one warning, the metric
@@ -52,6 +52,9 @@ EXPECTED = {
                  {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
     "vit": ([f"blocks.{i}.attn" for i in range(2)], "class_name",
             {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
+    # Found at its first SDPA call, which is observed as the layer too (that call sees only SDPA).
+    "sdpa_caller": ([f"heads.{i}" for i in range(2)], "calls_sdpa",
+                    {"qkv_projection", "fused_attention", "output_projection", "layout_copy"}),
     "mha_train": (["encoder.layers.0.self_attn", "encoder.layers.1.self_attn", "pool"], "class_name",
                   {"qkv_projection", "fused_attention", "output_projection"}),
     "mha_eval": (["encoder.layers.0.self_attn", "encoder.layers.1.self_attn", "pool"], "class_name",
@@ -59,7 +62,7 @@ EXPECTED = {
 }
 # The fused kernel's backend, as SDPA's CPU dispatch picks it for these shapes (dropout in training
 # takes the math path; no dropout takes flash).
-BACKENDS = {"llama_sdpa": "flash", "gpt2": "math", "bert": "math", "gpt_sdpa": "math", "vit": "flash"}
+BACKENDS = {"sdpa_caller": "flash", "llama_sdpa": "flash", "gpt2": "math", "bert": "math", "gpt_sdpa": "math", "vit": "flash"}
 
 
 def env(**extra):

@@ -102,7 +102,8 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
       kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
       kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
       kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb, kEnvGpuTiming,
-      kEnvRoofline, kEnvPeakFlops, kEnvPeakBandwidth, kEnvCalibrate};
+      kEnvRoofline, kEnvPeakFlops, kEnvPeakBandwidth, kEnvCalibrate, kEnvAttentionModules,
+      kEnvAttentionExclude};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }

@@ -326,8 +326,37 @@ TEST(OpKindNameTest, EveryKindHasItsDocumentedName) {
   EXPECT_STREQ(opKindName(OpKind::kLayoutCopy), "layout_copy");
   EXPECT_STREQ(opKindName(OpKind::kFusedAttention), "fused_attention");
   EXPECT_STREQ(opKindName(OpKind::kOther), "other");
+  EXPECT_STREQ(opKindName(OpKind::kPositional), "positional");
   EXPECT_STREQ(opKindName(OpKind::kCount), "?");
-  EXPECT_EQ(kNumOpKinds, 9);
+  EXPECT_EQ(kNumOpKinds, 10);
+  // Trace files store kinds as integers: the kinds before positional keep theirs.
+  EXPECT_EQ(static_cast<int>(OpKind::kOther), 8);
+  EXPECT_EQ(static_cast<int>(OpKind::kPositional), 9);
+}
+
+// Llama-style attention with complex rotary embeddings written by hand (no Python marking): the
+// complex views and products are positional work, the score and context matmuls keep their kinds.
+TEST(OpClassifierTest, ComplexRotaryIsPositional) {
+  expectSequence({{"aten::linear", OpKind::kQkvProjection},
+                  {"aten::view", OpKind::kLayoutCopy},
+                  {"aten::view_as_complex", OpKind::kPositional},
+                  {"aten::view_as_real", OpKind::kPositional},
+                  {"aten::neg", OpKind::kPositional},
+                  {"aten::transpose", OpKind::kLayoutCopy},
+                  {"aten::matmul", OpKind::kScoreMatmul},
+                  {"aten::softmax", OpKind::kSoftmax},
+                  {"aten::matmul", OpKind::kContextMatmul},
+                  {"aten::linear", OpKind::kOutputProjection}});
+}
+
+// A compiled region hides the layer boundaries: only the attention kernel and softmax are told.
+TEST(OpClassifierTest, RegionKindsAreByNameAlone) {
+  EXPECT_EQ(regionOpKind("aten::_scaled_dot_product_flash_attention_for_cpu"), OpKind::kFusedAttention);
+  EXPECT_EQ(regionOpKind("aten::_softmax"), OpKind::kSoftmax);
+  EXPECT_EQ(regionOpKind("aten::mm"), OpKind::kOther);
+  EXPECT_EQ(regionOpKind("aten::addmm"), OpKind::kOther);
+  EXPECT_EQ(regionOpKind("aten::bmm"), OpKind::kOther);
+  EXPECT_EQ(regionOpKind(nullptr), OpKind::kOther);
 }
 
 TEST(OpKindNameTest, KindNamesAreDistinct) {

@@ -159,7 +159,7 @@ TEST(TraceReaderTest, RooflineRowsOutOfRangeAreLeftOutAndCounted) {
   ASSERT_EQ(sqlite3_exec(db,
                          "INSERT INTO roofline VALUES(1, 0, 0, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // good
                          "INSERT INTO roofline VALUES(1, 0, 3, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // phase 3
-                         "INSERT INTO roofline VALUES(1, 0, 0, 9, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // kind 9
+                         "INSERT INTO roofline VALUES(1, 0, 0, 10, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // kind 10
                          "INSERT INTO roofline VALUES(1, -1, 0, 2, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // layer -1
                          "INSERT INTO roofline VALUES(1, 0, 0, 3, -5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // ops < 0
                          "INSERT INTO roofline VALUES(1, 0, 0, 4, 5, -0.5, 0, 1e9, 1e8, 1e9);"    // seconds < 0
