@@ -35,13 +35,16 @@ std::string moduleLayerName(const torch::nn::Module& module) {
   std::lock_guard<std::mutex> lock(r.mutex);
   const auto it = r.paths.find(&module);
   if (it != r.paths.end()) return it->second;
+  // The class name without its namespaces ("ns::(anonymous namespace)::GptImpl" -> "GptImpl").
+  std::string name = module.name();
+  const size_t colon = name.rfind("::");
+  if (colon != std::string::npos) name.erase(0, colon + 2);
   if (!r.warned) {
     r.warned = true;
-    ATTNSCOPE_LOG(kWarn, "attnscope::ModuleScope on a " << module.name()
-                             << " that nameModules() did not see: its layer is named \"" << module.name()
-                             << "\"; call attnscope::nameModules(model) once after building the model");
+    ATTNSCOPE_LOG(kWarn, "attnscope::ModuleScope on a " << name << " that nameModules() did not see: its layer is named \""
+                             << name << "\"; call attnscope::nameModules(model) once after building the model");
   }
-  return module.name();
+  return name;
 }
 
 ModuleScope::ModuleScope(const torch::nn::Module& module) : scope_(moduleLayerName(module)) {}

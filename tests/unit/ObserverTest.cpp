@@ -15,6 +15,7 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/activation.h>
 
+#include "attnscope/ModuleScope.h"
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
 #include "TorchProfiler.h"
@@ -378,6 +379,129 @@ TEST_F(ObserverTest, LayerCapBoundsState) {
   step();
   EXPECT_EQ(statistics().layers().size(), 2u);
   EXPECT_EQ(runInfo().droppedCalls, 2u);
+}
+
+// A hand-written LibTorch attention module marked with one line; the layer is its path.
+struct TinyAttentionImpl : torch::nn::Module {
+  TinyAttentionImpl() : w(register_parameter("w", torch::randn({48, 16}).mul_(0.1))) {}
+  torch::Tensor forward(const torch::Tensor& x) {
+    ModuleScope scope(*this);
+    auto qkv = torch::linear(x, w).chunk(3, -1);
+    auto p = torch::softmax(torch::matmul(qkv[0], qkv[1].transpose(-2, -1)), -1);
+    return torch::matmul(p, qkv[2]);
+  }
+  torch::Tensor w;
+};
+TORCH_MODULE(TinyAttention);
+
+struct TinyModelImpl : torch::nn::Module {
+  TinyModelImpl() {
+    for (int i = 0; i < 2; ++i) blocks.push_back(register_module("blocks_" + std::to_string(i), TinyAttention()));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& b : blocks) x = b->forward(x);
+    return x;
+  }
+  std::vector<TinyAttention> blocks;
+};
+TORCH_MODULE(TinyModel);
+
+TEST_F(ObserverTest, ModuleScopeNamesTheLayerByItsPath) {
+  start(quietConfig());
+  TinyModel model;
+  nameModules(*model);
+  for (int i = 0; i < 2; ++i) {
+    model->forward(torch::randn({2, 4, 16})).sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 2u);
+  EXPECT_EQ(stats.layers()[0].name, "blocks_0");
+  EXPECT_EQ(stats.layers()[1].name, "blocks_1");
+  const PhaseStats* fwd = findPhase(stats, "blocks_1", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->call.seconds.count(), 2u);
+  EXPECT_NE(findKind(fwd, OpKind::kSoftmax), nullptr);
+  EXPECT_NE(findPhase(stats, "blocks_1", Phase::kBackward), nullptr);
+  EXPECT_EQ(moduleLayerName(*model), "TinyModelImpl");  // the root was not named: its class
+}
+
+// Rotary work marked in the attention call is positional; the classifier resumes after it.
+TEST_F(ObserverTest, OpKindScopeForcesTheKindOfItsOps) {
+  start(quietConfig());
+  auto x = torch::randn({2, 4, 8});
+  {
+    AttentionScope scope("layers.0.attn");
+    auto q = torch::linear(x, torch::randn({8, 8}));
+    {
+      OpKindScope rotary(OpKind::kPositional);
+      q = q * torch::randn({4, 8}) + q.flip(-1);
+    }
+    torch::softmax(torch::matmul(q, q.transpose(-2, -1)), -1);
+  }
+  OpKindScope outside(OpKind::kPositional);  // outside any call: no effect, no error
+  step();
+  const PhaseStats* fwd = findPhase(statistics(), "layers.0.attn", Phase::kForward);
+  ASSERT_NE(fwd, nullptr);
+  const CellStats* positional = findKind(fwd, OpKind::kPositional);
+  ASSERT_NE(positional, nullptr);
+  EXPECT_EQ(positional->ops, 4u);  // mul, flip, add and the cos table's randn
+  EXPECT_NE(findKind(fwd, OpKind::kQkvProjection), nullptr);
+  EXPECT_NE(findKind(fwd, OpKind::kScoreMatmul), nullptr);
+  EXPECT_NE(findKind(fwd, OpKind::kSoftmax), nullptr);
+}
+
+// A region (a compiled module) classifies by name alone; a FusedOpScope names the fused op's layer.
+TEST_F(ObserverTest, RegionAndFusedOpScopes) {
+  start(quietConfig());
+  auto x = torch::randn({2, 2, 8, 16});
+  {
+    AttentionScope region("Model", ScopeType::kRegion);
+    auto y = torch::linear(x, torch::randn({16, 16}));
+    at::scaled_dot_product_attention(y, y, y);
+    torch::softmax(y, -1);
+  }
+  {
+    torch::NoGradGuard noGrad;
+    FusedOpScope fast("encoder.layers.0.self_attn");
+    torch::relu(x);  // not a fused op: not observed
+    at::scaled_dot_product_attention(x, x, x);
+  }
+  step();
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 2u);
+  const PhaseStats* region = findPhase(stats, "Model", Phase::kForward);
+  ASSERT_NE(region, nullptr);
+  EXPECT_NE(findKind(region, OpKind::kFusedAttention), nullptr);
+  EXPECT_NE(findKind(region, OpKind::kSoftmax), nullptr);
+  EXPECT_NE(findKind(region, OpKind::kOther), nullptr);  // the linear: its place is unknown
+  EXPECT_EQ(findKind(region, OpKind::kQkvProjection), nullptr);
+  const PhaseStats* fast = findPhase(stats, "encoder.layers.0.self_attn", Phase::kForward);
+  ASSERT_NE(fast, nullptr);
+  EXPECT_EQ(fast->call.seconds.count(), 1u);
+  EXPECT_NE(findKind(fast, OpKind::kFusedAttention), nullptr);
+}
+
+// No attention call in kNothingFoundSteps steps: the run says so, in the run description too.
+TEST_F(ObserverTest, NothingFoundAfterStepsIsReported) {
+  start(quietConfig());
+  auto w = torch::randn({8, 8}, torch::requires_grad());
+  for (int i = 0; i < kNothingFoundSteps - 1; ++i) {
+    torch::matmul(torch::randn({2, 8}), w).sum().backward();
+    step();
+  }
+  EXPECT_FALSE(runInfo().nothingFound);
+  step();
+  EXPECT_TRUE(runInfo().nothingFound);
+  EXPECT_EQ(runInfo().layersSeen, 0u);
+  describeLayer("x", "include", "X");
+  noteDiscovery("a note");
+  noteDiscovery("a note");
+  const RunInfo run = runInfo();
+  ASSERT_EQ(run.layerOrigins.size(), 1u);
+  EXPECT_EQ(run.layerOrigins[0].rule, "include");
+  EXPECT_EQ(run.discoveryNotes.size(), 1u);
+  EXPECT_NE(summaryJson().find("\"nothing_found\": true"), std::string::npos);
 }
 
 TEST_F(ObserverTest, FusedAttentionOpsAreFoundWithoutAScope) {
