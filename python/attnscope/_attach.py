@@ -343,15 +343,7 @@ def _compiled_region(name_of):
         _region_origin(module)
         _attnscope.enter_scope(name_of(module), True)
         _open_modules().append(module)
-
-    def leave(module, args, output):
-        if _is_compiling():
-            return
-        s = _open_modules()
-        if s and s[-1] is module:
-            s.pop()
-            _attnscope.exit_scope()
-    return enter, leave
+    return enter, _layer_exit  # a region closes like a layer
 
 
 def _region_name(module):
