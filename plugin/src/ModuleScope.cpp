@@ -41,8 +41,10 @@ std::string moduleLayerName(const torch::nn::Module& module) {
   if (colon != std::string::npos) name.erase(0, colon + 2);
   if (!r.warned) {
     r.warned = true;
-    ATTNSCOPE_LOG(kWarn, "attnscope::ModuleScope on a " << name << " that nameModules() did not see: its layer is named \""
-                             << name << "\"; call attnscope::nameModules(model) once after building the model");
+    ATTNSCOPE_LOG(kWarn,
+                  "attnscope::ModuleScope on a "
+                      << name << " that nameModules() did not see: its layer is named \"" << name
+                      << "\"; call attnscope::nameModules(model) once after building the model");
   }
   return name;
 }
