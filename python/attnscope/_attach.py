@@ -51,7 +51,7 @@ ROTARY_FUNCTION = re.compile(r"rotary|(^|_)rope($|_)", re.IGNORECASE)
 # Wrapper modules whose child is the wrapped model: the child's name is not a path segment.
 _WRAPPER_CHILDREN = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"}
 _DATA_PARALLEL = ("DistributedDataParallel", "DataParallel")
-_FAST_PATH_HOSTS = ("TransformerEncoderLayer", "TransformerDecoderLayer")
+_FAST_PATH_HOSTS = ("TransformerEncoderLayer",)  # the decoder layer has no fused fast path
 
 _is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
@@ -267,9 +267,23 @@ def _layer_exit(module, args, output):
         _attnscope.exit_scope()
 
 
+def _may_run_fast_path(module):
+    """False when TransformerEncoderLayer.forward refuses its fused fast path for a reason read
+    here cheaply (training, grad wanted for the projections, batch_first off). Training then never
+    opens the fused hint, whose thread-local callback would see every op of the whole encoder
+    layer."""
+    if module.training:
+        return False
+    attn = getattr(module, "self_attn", None)
+    if attn is None or not getattr(attn, "batch_first", False):
+        return False
+    weight = getattr(attn, "in_proj_weight", None)
+    return not (torch.is_grad_enabled() and weight is not None and weight.requires_grad)
+
+
 def _fused_enter(name):
     def hook(module, args):
-        if _is_compiling():
+        if _is_compiling() or not _may_run_fast_path(module):
             return
         _ensure_started()
         _attnscope.enter_fused(name)

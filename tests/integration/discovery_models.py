@@ -21,6 +21,9 @@ Models (all built from small configs, nothing downloaded):
                             (_native_multi_head_attention) without grad
   mixer                     attention in a module whose class name does not say so (nothing found)
   sdpa_caller               SDPA called by a module whose class name does not say attention (Head)
+
+--fsdp shards with FSDP2 (fully_shard per block and at the root) instead of DDP; --compile compiles
+the model first (before DDP or FSDP).
 """
 import argparse
 import json
@@ -265,6 +268,9 @@ def main():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--out", default="")
     p.add_argument("--compile", action="store_true", help="torch.compile(model) before DDP")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2 instead of DDP: fully_shard on every block (model.layers.N, transformer.h.N) "
+                        "and on the root, the common recipe")
     p.add_argument("--wait-metrics-s", type=float, default=0, help="then stay up this long (metrics scrapes)")
     a = p.parse_args()
     torch.set_num_threads(1)
@@ -276,7 +282,13 @@ def main():
     model, batch_of, loss_of = build(a.model)
     if a.compile:
         model = torch.compile(model)
-    if distributed:
+    if a.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for name, m in model.named_modules():
+            if type(m).__name__ in ("LlamaDecoderLayer", "Block"):
+                fully_shard(m)
+        fully_shard(model)
+    elif distributed:
         model = nn.parallel.DistributedDataParallel(model)
     gen = torch.Generator().manual_seed(1 + rank)
     losses, step_s = [], []

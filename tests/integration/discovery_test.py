@@ -14,6 +14,10 @@ Cases:
                   attnscope_nothing_found 1 on the endpoint, summary discovery.nothing_found
   steering        ATTNSCOPE_ATTENTION_MODULES finds it; ATTNSCOPE_ATTENTION_EXCLUDE drops a layer;
                   a bad pattern fails at start with the exact message (launcher and Python API)
+  fsdp            llama and the hand-written GPT under FSDP2 (fully_shard per block and at the root)
+                  instead of DDP: the same names and checks
+  prometheus      llama (the issue's user): a real Prometheus scraping both ranks through the run's
+                  file_sd file shows every (rank, layer) with its forward kinds and the calls
   compile         torch.compile(model) on one rank, with and without attnscope: same losses, the same
                   Dynamo graph-break count, the compiled region observed with its fused kernels
 """
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 
 CASE, BUILD, SOURCE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -94,8 +99,8 @@ def summaries(tmp, nproc=2):
     return [load(os.path.join(tmp, f"summary-{r}.json")) for r in range(nproc)]
 
 
-def check_model(tmp, model, names, rule, kinds, phases=("forward", "backward"), nproc=2, **variables):
-    code, err = run(tmp, model, nproc, **variables)
+def check_model(tmp, model, names, rule, kinds, phases=("forward", "backward"), nproc=2, extra=(), **variables):
+    code, err = run(tmp, model, nproc, extra, **variables)
     check(code == 0, f"{model}: exit {code}: {err[-3000:]}")
     check("no attention layer seen" not in err, f"{model}: nothing-found warning on a model with attention: {err[-2000:]}")
     for rank, s in enumerate(summaries(tmp, nproc)):
@@ -106,8 +111,9 @@ def check_model(tmp, model, names, rule, kinds, phases=("forward", "backward"), 
         check(all(o["rule"] == rule for o in origins.values()), f"{model} rank {rank}: rules {origins}")
         check(not s["discovery"]["nothing_found"], f"{model} rank {rank}: nothing_found set")
         own = load(os.path.join(tmp, f"own-{rank}.json"))
-        # The first step carries one-time work (allocation, autograd warm-up): the rest are the step.
-        step_s = sum(own["step_seconds"][1:]) / (STEPS - 1)
+        # Every layer call runs inside a step the script timed: over all steps (the first one's
+        # one-time work included on both sides) the layers' forward is a share of the steps' time.
+        step_s = sum(own["step_seconds"]) / STEPS
         forward_s = 0.0
         for layer in s["layers"]:
             for phase in phases:
@@ -209,6 +215,112 @@ def case_steering(tmp):
     print("steering: include finds the Mixer, exclude drops h.1, bad patterns fail at start with the message")
 
 
+def case_fsdp(tmp):
+    # FSDP2 (fully_shard per block and at the root) instead of DDP: the same names, backward linked.
+    for model in ("llama_sdpa", "gpt_manual"):
+        d = os.path.join(tmp, model)
+        os.makedirs(d)
+        names, rule, kinds = EXPECTED[model]
+        check_model(d, model, names, rule, kinds, extra=["--fsdp"])
+
+
+class Prometheus:
+    """A real Prometheus scraping the ranks listed in the run's file_sd file (targets.json)."""
+
+    def __init__(self, tmp, targets):
+        self.port = free_ports(1)
+        cfg = os.path.join(tmp, "prometheus.yml")
+        with open(cfg, "w") as f:
+            f.write("global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\nscrape_configs:\n"
+                    "  - job_name: attnscope\n    honor_labels: true\n    file_sd_configs:\n"
+                    f"      - files: ['{targets}']\n        refresh_interval: 1s\n")
+        self.log = open(os.path.join(tmp, "prometheus.log"), "w")
+        self.proc = subprocess.Popen(["prometheus", f"--config.file={cfg}",
+                                      f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
+                                      f"--web.listen-address=127.0.0.1:{self.port}"],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def query(self, expr):
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return json.loads(r.read().decode())["data"]["result"]
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"Prometheus not ready within {timeout} s")
+
+    def targets(self):
+        """(scrape URL, health, last error) of each active target."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/v1/targets", timeout=5) as r:
+            active = json.loads(r.read().decode())["data"]["activeTargets"]
+        return [(t["scrapeUrl"], t["health"], t["lastError"]) for t in active]
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def case_prometheus(tmp):
+    # The issue's user: Llama from a small config, 2 ranks, DDP over Gloo; Prometheus shows every
+    # layer of every rank with its kinds, forward and backward.
+    run_dir = os.path.join(tmp, "run")
+    os.makedirs(run_dir)
+    prom = Prometheus(tmp, os.path.join(run_dir, "targets.json"))
+    prom.wait_ready()  # its port is bound before the ranks' ports are picked
+    port = free_ports(2)
+    # The script stays up after its steps until Prometheus has the series (deadline below).
+    job = subprocess.Popen(launch_args(run_dir, "llama_sdpa", 2, port, ["--wait-metrics-s", "150"]), env=env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    names = EXPECTED["llama_sdpa"][0]
+    want = {(str(r), n) for r in (0, 1) for n in names}
+    kinds_wanted = {"qkv_projection", "positional", "fused_attention", "output_projection"}
+    got, calls = {}, {}
+    deadline = time.monotonic() + 200
+    try:
+        while time.monotonic() < deadline and job.poll() is None:
+            try:
+                kinds = prom.query('attnscope_attention_op_seconds_total{phase="forward"}')
+                # Forward calls count at the scope's exit; a step's backward is folded when the step
+                # ends, which for the last step (the job idles) is the end of the run.
+                counts = prom.query(f'attnscope_attention_seconds_count{{phase="forward"}} == {STEPS} or '
+                                    f'attnscope_attention_seconds_count{{phase="backward"}} == {STEPS - 1}')
+            except (OSError, ValueError, KeyError):
+                time.sleep(0.5)
+                continue
+            got = {}
+            for r in kinds:
+                got.setdefault((r["metric"]["rank"], r["metric"]["layer"]), set()).add(r["metric"]["op_kind"])
+            calls = {(r["metric"]["rank"], r["metric"]["layer"], r["metric"]["phase"]) for r in counts}
+            if set(got) == want and all(kinds_wanted <= k for k in got.values()) and \
+                    calls == {(r, n, p) for r, n in want for p in ("forward", "backward")}:
+                break
+            time.sleep(0.5)
+        targets = prom.targets()
+    finally:
+        job.terminate()
+        _, err = job.communicate(timeout=60)
+        prom.stop()
+    with open(os.path.join(run_dir, "job.log"), "w") as f:
+        f.write(err)
+    check(set(got) == want, f"Prometheus has layers {sorted(got)}, expected {sorted(want)}; targets {targets}; "
+                            f"{err[-2000:]}")
+    for key, kinds in sorted(got.items()):
+        check(kinds_wanted <= kinds, f"Prometheus rank {key[0]} {key[1]}: forward kinds {sorted(kinds)} lack "
+                                     f"{sorted(kinds_wanted - kinds)}")
+    check(calls == {(r, n, p) for r, n in want for p in ("forward", "backward")},
+          f"Prometheus: series with {STEPS} forward and {STEPS - 1} backward calls: {sorted(calls)}")
+    print(f"prometheus: {len(want)} (rank, layer) series with kinds {sorted(kinds_wanted)}, "
+          f"{STEPS} forward and {STEPS - 1} backward calls each (the last step's backward folds at its end)")
+
+
 def case_compile(tmp):
     plain = os.path.join(tmp, "plain")
     os.makedirs(plain)
@@ -241,16 +353,19 @@ def case_compile(tmp):
           f"{own['graph_breaks']} graph breaks both ways, region {names[0]} with {fwd['op_kinds']['fused_attention']['ops']} fused kernels")
 
 
+OTHER_CASES = ("checkpointing", "nothing_found", "steering", "compile", "fsdp", "prometheus")
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix=f"attnscope-discovery-{CASE}-") as tmp:
         if CASE in EXPECTED:
             names, rule, kinds = EXPECTED[CASE]
             phases = ("forward",) if CASE == "mha_eval" else ("forward", "backward")
             check_model(tmp, CASE, names, rule, kinds, phases)
-        elif CASE in ("checkpointing", "nothing_found", "steering", "compile"):
+        elif CASE in OTHER_CASES:
             globals()[f"case_{CASE}"](tmp)
         else:
-            sys.exit(f"unknown case {CASE!r}; allowed: {', '.join(list(EXPECTED) + ['checkpointing', 'nothing_found', 'steering', 'compile'])}")
+            sys.exit(f"unknown case {CASE!r}; allowed: {', '.join(list(EXPECTED) + list(OTHER_CASES))}")
 
 
 if __name__ == "__main__":
