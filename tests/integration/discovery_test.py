@@ -18,8 +18,8 @@ Cases:
                   instead of DDP: the same names and checks
   prometheus      llama (the issue's user): a real Prometheus scraping both ranks through the run's
                   file_sd file shows every (rank, layer) with its forward kinds and the calls
-  compile         torch.compile(model) on one rank, with and without attnscope: same losses, the same
-                  Dynamo graph-break count, the compiled region observed with its fused kernels
+  compile         torch.compile(model) under DDP, 2 ranks, with and without attnscope: same losses, the
+                  same Dynamo graph-break count, the compiled region observed with its fused kernels
 """
 import json
 import os
@@ -322,35 +322,39 @@ def case_prometheus(tmp):
 
 
 def case_compile(tmp):
+    # torch.compile(model) under DDP (DDPOptimizer splits the graph at bucket boundaries), 2 ranks,
+    # with and without attnscope: the same losses on every rank and the same graph-break count.
     plain = os.path.join(tmp, "plain")
     os.makedirs(plain)
-    # Without attnscope: the same script under torchrun (launch/torchrun), one rank.
-    p = subprocess.run([os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "1", "--master_port",
+    p = subprocess.run([os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "2", "--master_port",
                         str(free_ports(2)), MODELS, "llama_sdpa", "--steps", str(STEPS), "--compile",
                         "--out", os.path.join(plain, "own-{rank}.json")], env=env(), capture_output=True, text=True,
                        timeout=600)
     check(p.returncode == 0, f"compile without attnscope: exit {p.returncode}: {p.stderr[-3000:]}")
-    base = load(os.path.join(plain, "own-0.json"))
-    code, err = run(tmp, "llama_sdpa", 1, extra=["--compile"], timeout=600)
+    code, err = run(tmp, "llama_sdpa", 2, extra=["--compile"], timeout=600)
     check(code == 0, f"compile under attnscope: exit {code}: {err[-3000:]}")
-    own = load(os.path.join(tmp, "own-0.json"))
-    check(own["losses"] == base["losses"], f"losses differ: {own['losses']} vs {base['losses']} without attnscope")
-    check(own["graph_breaks"] == base["graph_breaks"],
-          f"graph breaks {own['graph_breaks']} under attnscope vs {base['graph_breaks']} without")
     check("global hooks" not in err, f"torch.compile warned about attnscope's hook: {err[-2000:]}")
-    s = summaries(tmp, 1)[0]
-    names = [l["name"] for l in s["layers"]]
-    check(names == ["LlamaForCausalLM"], f"compiled region named {names}")
-    rules = {o["name"]: o["rule"] for o in s["discovery"]["layers"]}
-    check(rules == {"LlamaForCausalLM": "compiled_region", "model.layers.0.self_attn": "hidden_by_compile",
-                    "model.layers.1.self_attn": "hidden_by_compile"}, f"rules {rules}")
-    check(any("torch.compile" in n for n in s["discovery"]["notes"]), f"notes {s['discovery']['notes']}")
-    fwd = s["layers"][0]["phases"]["forward"]
-    # Two attention kernels per call (one per layer); the first call also traces them while compiling.
-    check(fwd["calls"] == STEPS and "fused_attention" in fwd["op_kinds"] and fwd["op_kinds"]["fused_attention"]["ops"] >= 2 * STEPS,
-          f"compiled region forward: {fwd['calls']} calls, kinds {json.dumps(fwd['op_kinds'])[:600]}")
-    print(f"torch.compile: losses equal to the run without attnscope ({own['losses'][-1]:.6f}), "
-          f"{own['graph_breaks']} graph breaks both ways, region {names[0]} with {fwd['op_kinds']['fused_attention']['ops']} fused kernels")
+    for rank, s in enumerate(summaries(tmp, 2)):
+        base = load(os.path.join(plain, f"own-{rank}.json"))
+        own = load(os.path.join(tmp, f"own-{rank}.json"))
+        check(own["losses"] == base["losses"],
+              f"rank {rank}: losses differ: {own['losses']} vs {base['losses']} without attnscope")
+        check(own["graph_breaks"] == base["graph_breaks"],
+              f"rank {rank}: graph breaks {own['graph_breaks']} under attnscope vs {base['graph_breaks']} without")
+        names = [l["name"] for l in s["layers"]]
+        check(names == ["LlamaForCausalLM"], f"rank {rank}: compiled region named {names}")
+        rules = {o["name"]: o["rule"] for o in s["discovery"]["layers"]}
+        check(rules == {"LlamaForCausalLM": "compiled_region", "model.layers.0.self_attn": "hidden_by_compile",
+                        "model.layers.1.self_attn": "hidden_by_compile"}, f"rank {rank}: rules {rules}")
+        check(any("torch.compile" in n for n in s["discovery"]["notes"]), f"rank {rank}: notes {s['discovery']['notes']}")
+        fwd = s["layers"][0]["phases"]["forward"]
+        # Two attention kernels per call (one per layer); the first call also traces them while compiling.
+        check(fwd["calls"] == STEPS and "fused_attention" in fwd["op_kinds"] and
+              fwd["op_kinds"]["fused_attention"]["ops"] >= 2 * STEPS,
+              f"rank {rank}: compiled region forward: {fwd['calls']} calls, kinds {json.dumps(fwd['op_kinds'])[:600]}")
+        print(f"torch.compile + DDP rank {rank}: losses equal to the run without attnscope ({own['losses'][-1]:.6f}), "
+              f"{own['graph_breaks']} graph breaks both ways, region {names[0]} with "
+              f"{fwd['op_kinds']['fused_attention']['ops']} fused kernels")
 
 
 OTHER_CASES = ("checkpointing", "nothing_found", "steering", "compile", "fsdp", "prometheus")

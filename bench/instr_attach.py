@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""The zero-code attach's cost in instructions: one variant's training steps under callgrind.
+bench/instr_attach runs the variants side by side and prints the ratios (docs/PERFORMANCE.md).
+
+    valgrind --tool=callgrind python3 bench/instr_attach.py VARIANT --model MODEL [--steps N]
+
+VARIANT: off (no attnscope), attnscope (the attach as attnscope-run installs it, then
+attnscope.start with configured roofline ceilings so that no calibration runs inside the count and
+no metrics port), profiler (torch.profiler, CPU, profile_memory=True, around the counted steps).
+Two steps warm up (allocator, autograd, discovery), callgrind's counters are zeroed
+(callgrind_control -z), N steps run, and the counters are dumped (-d): the dump ending in .1 holds
+exactly those steps. For profiler a second dump (.2) holds what the profiler spends when it stops.
+Models (one thread, built from configs, nothing downloaded):
+  encoder  torch.nn.TransformerEncoder, 2 layers, d_model 64, 4 heads, seq 32, batch 4 (tiny ops:
+           the worst case for a per-op observer)
+  llama    transformers LlamaForCausalLM, 4 layers, hidden 256, 8 heads (4 KV), seq 256, batch 8, sdpa
+  gpt      the hand-written GPT of the discovery tests, 4 layers, d 256, 8 heads, seq 256, batch 8
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def build(model, seq, batch):
+    vocab = 1000
+    if model == "encoder":
+        layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.1, batch_first=True)
+        net = nn.TransformerEncoder(layer, num_layers=2)
+        x = torch.randn(4, 32, 64)
+        return net, lambda: net(x).pow(2).mean()
+    tokens = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
+    if model == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+        config = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
+                             num_key_value_heads=4, vocab_size=vocab, max_position_embeddings=seq)
+        net = LlamaForCausalLM._from_config(config, attn_implementation="sdpa")
+        return net, lambda: net(input_ids=tokens, labels=tokens).loss
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+    import discovery_models as dm
+    dm.SEQ, dm.VOCAB = seq, vocab
+    net = dm.GPT(sdpa=False, d=256, heads=8, layers=4)
+    return net, lambda: F.cross_entropy(net(tokens).reshape(-1, vocab), tokens.reshape(-1))
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("variant", choices=("off", "attnscope", "profiler"))
+    p.add_argument("--model", choices=("encoder", "llama", "gpt"), default="encoder")
+    p.add_argument("--steps", type=int, default=4)
+    p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--sample-every", type=int, default=1)
+    a = p.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    if a.variant == "attnscope":
+        import attnscope
+        from attnscope import _attach
+        _attach.install()  # before the model is built, as sitecustomize does under attnscope-run
+        attnscope.start(sample_every=a.sample_every, peak_flops=3e10, peak_bandwidth=1e10, port=0,
+                        log_level="error")
+    net, loss_of = build(a.model, a.seq, a.batch)
+    opt = torch.optim.SGD(net.parameters(), lr=0.01)
+
+    def step():
+        loss = loss_of()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    def ctl(flag):
+        subprocess.run(["callgrind_control", flag, str(os.getpid())], capture_output=True)
+
+    for _ in range(2):
+        step()
+    if a.variant == "profiler":
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
+            ctl("-z")
+            for _ in range(a.steps):
+                step()
+            ctl("-d")
+        ctl("-d")
+    else:
+        ctl("-z")
+        for _ in range(a.steps):
+            step()
+        ctl("-d")
+    if a.variant == "attnscope":
+        import attnscope
+        layers = [l["name"] for l in attnscope.summary()["layers"]]
+        attnscope.stop()
+        print("layers", layers)
+    print("done", a.variant, a.model)
+
+
+if __name__ == "__main__":
+    main()
