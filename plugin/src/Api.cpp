@@ -122,14 +122,26 @@ std::string summaryJson() {
 
 AttentionScope::AttentionScope(const char* layerName) : AttentionScope(layerName, ScopeType::kLayer) {}
 
-AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
+namespace {
+// The session a scope opened now records into, or null (not running, unsampled step). A backward
+// pass ends an inferred step at the next attention call, unless that call is an
+// activation-checkpointing recompute inside the backward pass itself.
+detail::Session* recordingSession() {
   detail::Session* s = detail::currentSession();
-  if (s == nullptr) return;
-  // A backward pass ends an inferred step at the next attention call, unless that call is an
-  // activation-checkpointing recompute inside the backward pass itself.
+  if (s == nullptr) return nullptr;
   if (s->autoStepPending() && !detail::insideBackwardPass()) s->step(false);
-  if (!s->sampled()) return;
-  active_ = detail::Observer::enterScope(s, layerName, type);
+  return s->sampled() ? s : nullptr;
+}
+}  // namespace
+
+AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
+  if (detail::Session* s = recordingSession()) active_ = detail::Observer::enterScope(s, layerName, type);
+}
+
+AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const void* arg, ScopeType type) {
+  if (detail::Session* s = recordingSession()) {
+    active_ = detail::Observer::enterScope(s, nameOf(arg).c_str(), type);
+  }
 }
 
 AttentionScope::~AttentionScope() {

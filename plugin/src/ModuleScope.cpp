@@ -49,6 +49,14 @@ std::string moduleLayerName(const torch::nn::Module& module) {
   return name;
 }
 
-ModuleScope::ModuleScope(const torch::nn::Module& module) : scope_(moduleLayerName(module)) {}
+namespace {
+std::string nameOfModule(const void* module) {
+  return moduleLayerName(*static_cast<const torch::nn::Module*>(module));
+}
+}  // namespace
+
+// The lookup (a lock and a hash probe) runs on recorded calls only.
+ModuleScope::ModuleScope(const torch::nn::Module& module)
+    : scope_(&nameOfModule, &module, ScopeType::kLayer) {}
 
 }  // namespace attnscope

@@ -78,6 +78,9 @@ class ATTNSCOPE_API AttentionScope {
   explicit AttentionScope(const char* layerName);
   explicit AttentionScope(const std::string& layerName) : AttentionScope(layerName.c_str()) {}
   AttentionScope(const char* layerName, ScopeType type);
+  // For a name that costs something to make (ModuleScope's lookup): `nameOf(arg)` runs only when
+  // the scope is recorded, never on unsampled steps or when attnscope is not running.
+  AttentionScope(std::string (*nameOf)(const void* arg), const void* arg, ScopeType type);
   ~AttentionScope();
   AttentionScope(const AttentionScope&) = delete;
   AttentionScope& operator=(const AttentionScope&) = delete;
