@@ -13,8 +13,11 @@ exactly those steps. For profiler a second dump (.2) holds what the profiler spe
 Models (one thread, built from configs, nothing downloaded):
   encoder  torch.nn.TransformerEncoder, 2 layers, d_model 64, 4 heads, seq 32, batch 4 (tiny ops:
            the worst case for a per-op observer)
-  llama    transformers LlamaForCausalLM, 4 layers, hidden 256, 8 heads (4 KV), seq 256, batch 8, sdpa
-  gpt      the hand-written GPT of the discovery tests, 4 layers, d 256, 8 heads, seq 256, batch 8
+  llama    transformers LlamaForCausalLM, 2 layers, hidden 128, 4 heads (2 KV), seq 64, batch 4, sdpa
+  gpt      the hand-written GPT of the discovery tests (manual softmax), 2 layers, d 128, 4 heads,
+           seq 64, batch 4
+Small because the wheel's MKL sgemm under callgrind is slow: a model of d 256, seq 128 or more,
+batch 8 takes over ten minutes per training step. Their wall clock is bench/discovery_overhead.py's.
 """
 import argparse
 import os
@@ -27,7 +30,7 @@ import torch.nn.functional as F
 
 
 def build(model, seq, batch):
-    vocab = 1000
+    vocab = 512
     if model == "encoder":
         layer = nn.TransformerEncoderLayer(d_model=64, nhead=4, dim_feedforward=128, dropout=0.1, batch_first=True)
         net = nn.TransformerEncoder(layer, num_layers=2)
@@ -36,14 +39,14 @@ def build(model, seq, batch):
     tokens = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(1))
     if model == "llama":
         from transformers import LlamaConfig, LlamaForCausalLM
-        config = LlamaConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=4, num_attention_heads=8,
-                             num_key_value_heads=4, vocab_size=vocab, max_position_embeddings=seq)
+        config = LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+                             num_key_value_heads=2, vocab_size=vocab, max_position_embeddings=seq)
         net = LlamaForCausalLM._from_config(config, attn_implementation="sdpa")
         return net, lambda: net(input_ids=tokens, labels=tokens).loss
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
     import discovery_models as dm
     dm.SEQ, dm.VOCAB = seq, vocab
-    net = dm.GPT(sdpa=False, d=256, heads=8, layers=4)
+    net = dm.GPT(sdpa=False, d=128, heads=4, layers=2)
     return net, lambda: F.cross_entropy(net(tokens).reshape(-1, vocab), tokens.reshape(-1))
 
 
@@ -52,8 +55,8 @@ def main():
     p.add_argument("variant", choices=("off", "attnscope", "profiler"))
     p.add_argument("--model", choices=("encoder", "llama", "gpt"), default="encoder")
     p.add_argument("--steps", type=int, default=4)
-    p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
     p.add_argument("--sample-every", type=int, default=1)
     a = p.parse_args()
     torch.manual_seed(0)
