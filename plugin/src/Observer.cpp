@@ -479,7 +479,7 @@ bool isCollectiveName(const char* name) {
 std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {
   if (tInternalThread) return nullptr;
   Session* s = currentSession();
-  if (s == nullptr || !isCollectiveName(fn.name())) return nullptr;
+  if (s == nullptr || !s->sampled() || !isCollectiveName(fn.name())) return nullptr;
   auto ctx = std::make_unique<CollectiveContext>();
   ctx->session = s;
   ctx->t0 = ticks();
@@ -492,11 +492,23 @@ void onCollectiveEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx)
   c->session->addCollectiveTime(TickClock::toNs(ticks() - c->t0));
 }
 
+std::unique_ptr<at::ObserverContext> onGlobalStart(const at::RecordFunction& fn) {
+  return fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? onBackwardStart(fn) : onCollectiveStart(fn);
+}
+
+void onGlobalEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    onBackwardEnd(fn, ctx);
+  } else {
+    onCollectiveEnd(fn, ctx);
+  }
+}
+
 }  // namespace
 
-at::RecordFunctionCallback Observer::collectiveCallback() {
-  return at::RecordFunctionCallback(&onCollectiveStart, &onCollectiveEnd)
-      .scopes({at::RecordScope::USER_SCOPE});
+at::RecordFunctionCallback Observer::globalCallback() {
+  return at::RecordFunctionCallback(&onGlobalStart, &onGlobalEnd)
+      .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
 }
 
 void Observer::markInternalThread() { tInternalThread = true; }
@@ -566,11 +578,6 @@ void Observer::exitScope() {
       t.shapeReads = t.shapeChanges = 0;
     }
   }
-}
-
-at::RecordFunctionCallback Observer::backwardCallback() {
-  return at::RecordFunctionCallback(&onBackwardStart, &onBackwardEnd)
-      .scopes({at::RecordScope::BACKWARD_FUNCTION});
 }
 
 bool Observer::forceKind(OpKind kind, OpKind* saved) {

@@ -33,11 +33,14 @@ class Observer {
   static void beginFusedHint(const char* layerName);
   static void endFusedHint();
 
-  static at::RecordFunctionCallback backwardCallback();
+  // The one global callback: BACKWARD_FUNCTION (autograd nodes linked to attention calls, and
+  // step inference from backward passes) and USER_SCOPE (c10d's collectives, "gloo:all_reduce",
+  // "nccl:...", "mpi:...", from issue to completion, on sampled steps; attnscope's own threads are
+  // skipped). One callback, not one per scope: autograd restores RecordFunction's thread-local
+  // state before every node it runs, and each restore rebuilds the callback lists, dearer for
+  // each installed callback (docs/PERFORMANCE.md).
+  static at::RecordFunctionCallback globalCallback();
   static at::RecordFunctionCallback fusedOpCallback();
-  // USER_SCOPE: c10d's collectives ("gloo:all_reduce", "nccl:...", "mpi:...") of the job, from
-  // issue to completion; present on sampled steps only. attnscope's own threads are skipped.
-  static at::RecordFunctionCallback collectiveCallback();
   // Marks the calling thread as attnscope's own (the reporter): its collectives are not the job's.
   static void markInternalThread();
 };

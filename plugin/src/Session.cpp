@@ -131,19 +131,14 @@ void Session::begin() {
 
 void Session::updateGlobalCallbacks(bool sampledStep) {
   // Until step() is called, step boundaries are inferred from backward passes, which needs the
-  // backward callback on every step.
-  const bool wantBackward = sampledStep || !explicitSteps_.load();
-  if (wantBackward && backwardHandle_ == 0) {
-    backwardHandle_ = at::addGlobalCallback(Observer::backwardCallback());
-  } else if (!wantBackward && backwardHandle_ != 0) {
-    at::removeCallback(backwardHandle_);
-    backwardHandle_ = 0;
-  }
-  if (sampledStep && collectiveHandle_ == 0) {
-    collectiveHandle_ = at::addGlobalCallback(Observer::collectiveCallback());
-  } else if (!sampledStep && collectiveHandle_ != 0) {
-    at::removeCallback(collectiveHandle_);
-    collectiveHandle_ = 0;
+  // global callback (backward nodes, collectives) on every step; its collective half checks for a
+  // sampled step itself.
+  const bool wantGlobal = sampledStep || !explicitSteps_.load();
+  if (wantGlobal && globalHandle_ == 0) {
+    globalHandle_ = at::addGlobalCallback(Observer::globalCallback());
+  } else if (!wantGlobal && globalHandle_ != 0) {
+    at::removeCallback(globalHandle_);
+    globalHandle_ = 0;
   }
   const bool wantFused = config_.fusedOps && sampledStep;
   if (wantFused && fusedHandle_ == 0) {
@@ -340,10 +335,9 @@ RunInfo Session::runInfo() {
 void Session::finish() {
   {
     std::lock_guard<std::mutex> lock(callbackMutex_);
-    if (backwardHandle_ != 0) at::removeCallback(backwardHandle_);
+    if (globalHandle_ != 0) at::removeCallback(globalHandle_);
     if (fusedHandle_ != 0) at::removeCallback(fusedHandle_);
-    if (collectiveHandle_ != 0) at::removeCallback(collectiveHandle_);
-    backwardHandle_ = fusedHandle_ = collectiveHandle_ = 0;
+    globalHandle_ = fusedHandle_ = 0;
   }
   CpuAllocatorTracker::setEnabled(false);
   stopGpu();

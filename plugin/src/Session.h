@@ -175,9 +175,8 @@ class Session {
   std::atomic<uint64_t> shapeChanges_{0};
 
   std::mutex callbackMutex_;
-  at::CallbackHandle backwardHandle_ = 0;
+  at::CallbackHandle globalHandle_ = 0;  // Observer::globalCallback(): backward nodes, collectives
   at::CallbackHandle fusedHandle_ = 0;
-  at::CallbackHandle collectiveHandle_ = 0;
 
   std::mutex linkMutex_;
   LinkTable links_;
