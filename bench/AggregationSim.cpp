@@ -93,7 +93,8 @@ void BM_Rank0Round(benchmark::State& state) {
     std::vector<attnscope::RankWindow> windows;
     windows.reserve(n);
     for (int r = 0; r < n; ++r) {
-      windows.push_back(attnscope::RankWindow::fromVector(gathered.data() + r * attnscope::RankWindow::kVectorSize));
+      windows.push_back(attnscope::RankWindow::fromVector(gathered.data() +
+                                                          r * attnscope::RankWindow::kVectorSize));
     }
     const attnscope::ClusterRound& round = detector.update(windows, now += 10);
     benchmark::DoNotOptimize(round.medianAttentionSeconds);
@@ -122,7 +123,13 @@ void BM_AllReduceArithmetic(benchmark::State& state) {
 }
 
 BENCHMARK(BM_WindowFold)->Arg(4)->Arg(48)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Rank0Round)->Arg(1024)->Arg(2048)->Arg(4096)->Arg(8192)->Arg(16384)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Rank0Round)
+    ->Arg(1024)
+    ->Arg(2048)
+    ->Arg(4096)
+    ->Arg(8192)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllReduceArithmetic)->Arg(1024)->Arg(16384)->Unit(benchmark::kMillisecond);
 
 }  // namespace
@@ -137,12 +144,15 @@ int main(int argc, char** argv) {
     }
   }
   // The cost model's payloads (docs/AGGREGATION.md), against what the code produces.
-  const size_t perLayer = attnscope::StatsTable::kCellsPerLayer * attnscope::StatsTable::kCellDoubles * sizeof(double);
+  const size_t perLayer =
+      attnscope::StatsTable::kCellsPerLayer * attnscope::StatsTable::kCellDoubles * sizeof(double);
   const size_t flat = windowTable(gLayers, 4).flatten().size() * sizeof(double);
   std::printf("all-gather: %zu bytes per rank (RankWindow, %zu doubles)\n",
-              attnscope::RankWindow::kVectorSize * sizeof(double), attnscope::RankWindow::kVectorSize);
-  std::printf("all-reduce payload for %d layers: %zu bytes (model: %d x %zu = %zu)%s\n", gLayers, flat, gLayers,
-              perLayer, gLayers * perLayer, flat == gLayers * perLayer ? "" : "  MISMATCH");
+              attnscope::RankWindow::kVectorSize * sizeof(double),
+              attnscope::RankWindow::kVectorSize);
+  std::printf("all-reduce payload for %d layers: %zu bytes (model: %d x %zu = %zu)%s\n", gLayers,
+              flat, gLayers, perLayer, gLayers * perLayer,
+              flat == gLayers * perLayer ? "" : "  MISMATCH");
   for (int n : {1024, 4096, 16384}) {
     std::printf("N = %5d: rank 0 receives %.2f MB of windows per round\n", n,
                 n * attnscope::RankWindow::kVectorSize * sizeof(double) / 1e6);

@@ -12,8 +12,8 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/record_function.h>
-#include <c10/core/CPUAllocator.h>
 #include <benchmark/benchmark.h>
+#include <c10/core/CPUAllocator.h>
 
 #include "attnscope/attnscope.h"
 
@@ -31,7 +31,10 @@ attnscope::Config benchConfig() {
 // cache is keyed by the op's position in the call.
 class ScopeCycler {
  public:
-  explicit ScopeCycler(bool active, int opsPerCall = 256) : active_(active), opsPerCall_(opsPerCall) { open(); }
+  explicit ScopeCycler(bool active, int opsPerCall = 256)
+      : active_(active), opsPerCall_(opsPerCall) {
+    open();
+  }
   ~ScopeCycler() { scope_.reset(); }
   void tick() {
     if (!active_ || ++ops_ < opsPerCall_) return;
@@ -128,11 +131,18 @@ void BM_DispatchCheck(benchmark::State& state) {
 // The instrumentation of one op without the op's own work: a RecordFunction as the dispatcher
 // makes it (name, sequence number), started and ended. Inside an attention scope it runs
 // attnscope's callbacks; with an empty thread-local callback it shows RecordFunction's own floor.
-const std::pair<const char*, const char*> kRecipe[] = {
-    {"aten::t", ""},         {"aten::matmul", ""},   {"aten::add_", "Tensor"},
-    {"aten::chunk", ""},     {"aten::mul", "Tensor"}, {"aten::view", ""},
-    {"aten::transpose", "int"}, {"aten::bmm", ""},   {"aten::softmax", "int"},
-    {"aten::dropout", ""},   {"aten::bmm", ""},      {"aten::view", ""}};
+const std::pair<const char*, const char*> kRecipe[] = {{"aten::t", ""},
+                                                       {"aten::matmul", ""},
+                                                       {"aten::add_", "Tensor"},
+                                                       {"aten::chunk", ""},
+                                                       {"aten::mul", "Tensor"},
+                                                       {"aten::view", ""},
+                                                       {"aten::transpose", "int"},
+                                                       {"aten::bmm", ""},
+                                                       {"aten::softmax", "int"},
+                                                       {"aten::dropout", ""},
+                                                       {"aten::bmm", ""},
+                                                       {"aten::view", ""}};
 
 void recordFunctions(benchmark::State& state, bool inScope) {
   // The dispatcher names a RecordFunction by the op's schema, as here.
@@ -285,8 +295,10 @@ int main(int argc, char** argv) {
   at::set_num_threads(1);
   // Defaults for a noisy 2-core machine: repetitions in random interleaved order, medians only.
   std::vector<char*> args(argv, argv + argc);
-  std::string reps = "--benchmark_repetitions=12", interleave = "--benchmark_enable_random_interleaving=true",
-              minTime = "--benchmark_min_time=0.05", aggregates = "--benchmark_report_aggregates_only=true";
+  std::string reps = "--benchmark_repetitions=12",
+              interleave = "--benchmark_enable_random_interleaving=true",
+              minTime = "--benchmark_min_time=0.05",
+              aggregates = "--benchmark_report_aggregates_only=true";
   if (argc == 1) {
     for (std::string* a : {&reps, &interleave, &minTime, &aggregates}) args.push_back(a->data());
   }
@@ -300,28 +312,35 @@ int main(int argc, char** argv) {
     const double running = collector.ns("BM_DispatchCheck/running:1");
     const double floor = collector.ns("BM_RecordFunctionEmptyCallback");
     const double inside = collector.ns("BM_RecordFunctionInsideScope");
-    std::printf("  outside a scope: dispatch check %.1f ns running vs %.1f ns stopped: %+.1f ns "
-                "per op (target <= 50)\n", running, stopped, running - stopped);
-    std::printf("  inside a scope:  %.1f ns per op (target <= 200), of which RecordFunction's own "
-                "floor (an empty callback) %.1f ns and attnscope's callbacks %.1f ns\n",
-                inside - stopped, floor - stopped, inside - floor);
+    std::printf(
+        "  outside a scope: dispatch check %.1f ns running vs %.1f ns stopped: %+.1f ns "
+        "per op (target <= 50)\n",
+        running, stopped, running - stopped);
+    std::printf(
+        "  inside a scope:  %.1f ns per op (target <= 200), of which RecordFunction's own "
+        "floor (an empty callback) %.1f ns and attnscope's callbacks %.1f ns\n",
+        inside - stopped, floor - stopped, inside - floor);
   }
   {
     const double stopped = collector.ns("BM_CpuAllocationPluginStopped");
     const double outside = collector.ns("BM_CpuAllocation/in_scope:0");
     const double inside = collector.ns("BM_CpuAllocation/in_scope:1");
-    std::printf("  allocation + free: %+.1f ns outside a scope, %+.1f ns inside a scope (attributed "
-                "to the op and the call), against %.1f ns with attnscope stopped\n",
-                outside - stopped, inside - stopped, stopped);
-    std::printf("  attention scope (enter + exit, sampled step): %.1f ns; on an unsampled step: "
-                "%.1f ns\n", collector.ns("BM_EmptyScope"), collector.ns("BM_ScopeUnsampledStep"));
+    std::printf(
+        "  allocation + free: %+.1f ns outside a scope, %+.1f ns inside a scope (attributed "
+        "to the op and the call), against %.1f ns with attnscope stopped\n",
+        outside - stopped, inside - stopped, stopped);
+    std::printf(
+        "  attention scope (enter + exit, sampled step): %.1f ns; on an unsampled step: "
+        "%.1f ns\n",
+        collector.ns("BM_EmptyScope"), collector.ns("BM_ScopeUnsampledStep"));
   }
   {
     const double off = collector.ns("BM_OpInsideScope/alloc:0/roofline:0");
     const double on = collector.ns("BM_OpInsideScope/alloc:0/roofline:1");
-    std::printf("  roofline (argument shapes read, cost looked up in the shape cache): %+.1f ns per "
-                "real op inside a scope on a sampled step (%.1f vs %.1f ns, op included)\n",
-                on - off, on, off);
+    std::printf(
+        "  roofline (argument shapes read, cost looked up in the shape cache): %+.1f ns per "
+        "real op inside a scope on a sampled step (%.1f vs %.1f ns, op included)\n",
+        on - off, on, off);
   }
   return 0;
 }

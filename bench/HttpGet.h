@@ -22,7 +22,8 @@ inline std::string scrape(int port) {
     const std::string request = "GET /metrics HTTP/1.0\r\n\r\n";
     (void)!::write(fd, request.data(), request.size());
     char buffer[65536];
-    for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, static_cast<size_t>(n));
+    for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;)
+      raw.append(buffer, static_cast<size_t>(n));
   }
   ::close(fd);
   return raw;

@@ -5,14 +5,16 @@
 //   build/bench/overhead_harness --rounds 12 --steps 3 --layers 4 --d-model 256 --seq 128 --batch 8
 //
 // Instruction counts (exact where wall clock swings +-30%): bench/instr_overhead runs
-//   valgrind --tool=callgrind build/bench/overhead_harness --count-instructions off|on|roofline-off ...
+//   valgrind --tool=callgrind build/bench/overhead_harness --count-instructions off|on|roofline-off
+//   ...
 // once per variant; the harness zeroes callgrind's counters after the warm-up (and after starting
 // attnscope), runs --steps steps and dumps them (callgrind's client requests), so the dump holds
 // exactly those steps, on every thread (the reporter's included).
 //
-// Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced through the job's
-// store (examples/StoreGroup.h), as a DDP job all-reduces them; the ranks draw the same variant
-// order, so they switch together, and attnscope aggregates on the job's store. Rank 0 prints.
+// Under torchrun (WORLD_SIZE > 1) every rank trains with its gradients all-reduced through the
+// job's store (examples/StoreGroup.h), as a DDP job all-reduces them; the ranks draw the same
+// variant order, so they switch together, and attnscope aggregates on the job's store. Rank 0
+// prints.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,7 +38,8 @@ struct Variant {
   bool on;
   int64_t sampleEvery;
   std::vector<double> stepSeconds;
-  double ownSeconds = 0;  // attnscope's own accounting (RunInfo::overheadSeconds), timed steps and the untimed ones
+  double ownSeconds =
+      0;  // attnscope's own accounting (RunInfo::overheadSeconds), timed steps and the untimed ones
   int64_t ownSteps = 0;
   bool roofline = true;  // ATTNSCOPE_ROOFLINE: shapes read and formulas applied on sampled steps
 };
@@ -65,7 +68,8 @@ std::pair<double, double> bootstrapRatio(const std::vector<double>& a, const std
 int64_t intFlag(const std::string& flag, const char* v) {
   char* end = nullptr;
   const long long n = std::strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || n < 1) throw std::invalid_argument(flag + " needs a positive integer");
+  if (end == v || *end != '\0' || n < 1)
+    throw std::invalid_argument(flag + " needs a positive integer");
   return n;
 }
 
@@ -80,24 +84,37 @@ int main(int argc, char** argv) {
       const std::string f = argv[i];
       if (f == "--count-instructions") {
         countInstructions = argv[i + 1];
-        if (countInstructions != "off" && countInstructions != "on" && countInstructions != "roofline-off") {
+        if (countInstructions != "off" && countInstructions != "on" &&
+            countInstructions != "roofline-off") {
           throw std::invalid_argument("--count-instructions \"" + countInstructions +
                                       "\": allowed: off, on, roofline-off");
         }
-      } else if (f == "--rounds") rounds = intFlag(f, argv[i + 1]);
-      else if (f == "--steps") steps = intFlag(f, argv[i + 1]);
-      else if (f == "--layers") m.layers = intFlag(f, argv[i + 1]);
-      else if (f == "--d-model") m.dModel = intFlag(f, argv[i + 1]);
-      else if (f == "--heads") m.heads = intFlag(f, argv[i + 1]);
-      else if (f == "--seq") m.seq = intFlag(f, argv[i + 1]);
-      else if (f == "--batch") m.batch = intFlag(f, argv[i + 1]);
-      else if (f == "--threads") threads = intFlag(f, argv[i + 1]);
-      else if (f == "--sample-every") defaultSampleEvery = intFlag(f, argv[i + 1]);
-      else throw std::invalid_argument("unknown flag " + f);
+      } else if (f == "--rounds")
+        rounds = intFlag(f, argv[i + 1]);
+      else if (f == "--steps")
+        steps = intFlag(f, argv[i + 1]);
+      else if (f == "--layers")
+        m.layers = intFlag(f, argv[i + 1]);
+      else if (f == "--d-model")
+        m.dModel = intFlag(f, argv[i + 1]);
+      else if (f == "--heads")
+        m.heads = intFlag(f, argv[i + 1]);
+      else if (f == "--seq")
+        m.seq = intFlag(f, argv[i + 1]);
+      else if (f == "--batch")
+        m.batch = intFlag(f, argv[i + 1]);
+      else if (f == "--threads")
+        threads = intFlag(f, argv[i + 1]);
+      else if (f == "--sample-every")
+        defaultSampleEvery = intFlag(f, argv[i + 1]);
+      else
+        throw std::invalid_argument("unknown flag " + f);
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "overhead_harness: %s\nflags: --rounds --steps --layers --d-model --heads "
-                         "--seq --batch --threads --sample-every --count-instructions\n", e.what());
+    std::fprintf(stderr,
+                 "overhead_harness: %s\nflags: --rounds --steps --layers --d-model --heads "
+                 "--seq --batch --threads --sample-every --count-instructions\n",
+                 e.what());
     return 2;
   }
   at::set_num_threads(static_cast<int>(threads));
@@ -123,8 +140,10 @@ int main(int argc, char** argv) {
     variants.push_back(noRoofline);
   }
   if (defaultSampleEvery > 1) {
-    variants.push_back({"attnscope sample-every " + std::to_string(defaultSampleEvery), true,
-                        defaultSampleEvery, {}});
+    variants.push_back({"attnscope sample-every " + std::to_string(defaultSampleEvery),
+                        true,
+                        defaultSampleEvery,
+                        {}});
   }
   for (int i = 0; i < 3; ++i) examples::trainStep(model, optimizer, m, afterBackward);  // warm-up
 
@@ -149,7 +168,8 @@ int main(int argc, char** argv) {
     }
     CALLGRIND_DUMP_STATS_AT("steps");
     if (on) attnscope::stop();
-    std::printf("counted %lld steps, attnscope %s\n", static_cast<long long>(steps), countInstructions.c_str());
+    std::printf("counted %lld steps, attnscope %s\n", static_cast<long long>(steps),
+                countInstructions.c_str());
     return 0;
   }
 
@@ -165,10 +185,12 @@ int main(int argc, char** argv) {
         c.logLevel = attnscope::LogLevel::kWarn;
         c.sampleEvery = v.sampleEvery;
         c.roofline = v.roofline;
-        c.port = 0;  // the harness scrapes nothing; the reporter thread and aggregation run as usual
+        c.port =
+            0;  // the harness scrapes nothing; the reporter thread and aggregation run as usual
         attnscope::start(c, distributed);
       }
-      examples::trainStep(model, optimizer, m, afterBackward);  // untimed: the first step after a switch
+      examples::trainStep(model, optimizer, m,
+                          afterBackward);  // untimed: the first step after a switch
       if (v.on) attnscope::step();
       // A block of a sparse variant spans its period after the untimed step 0 (sampled), so that
       // exactly one timed step in sampleEvery is sampled, as in a long run.
@@ -189,10 +211,13 @@ int main(int argc, char** argv) {
   }
 
   if (topology.rank != 0) return 0;
-  std::printf("model: %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, %lld thread(s), %d rank(s); "
-              "%lld rounds x %lld timed steps per variant, random order\n",
-              (long long)m.layers, (long long)m.dModel, (long long)m.heads, (long long)m.seq,
-              (long long)m.batch, (long long)threads, topology.worldSize, (long long)rounds, (long long)steps);
+  std::printf(
+      "model: %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, %lld thread(s), %d "
+      "rank(s); "
+      "%lld rounds x %lld timed steps per variant, random order\n",
+      (long long)m.layers, (long long)m.dModel, (long long)m.heads, (long long)m.seq,
+      (long long)m.batch, (long long)threads, topology.worldSize, (long long)rounds,
+      (long long)steps);
   const double base = median(variants[0].stepSeconds);
   std::printf("%-30s %12s %10s %22s\n", "variant", "median step", "ratio", "95% interval (ratio)");
   for (const Variant& v : variants) {
@@ -203,8 +228,8 @@ int main(int argc, char** argv) {
     }
     const auto [lo, hi] = bootstrapRatio(variants[0].stepSeconds, v.stepSeconds, rng);
     const double own = v.ownSteps > 0 ? v.ownSeconds / static_cast<double>(v.ownSteps) : 0;
-    std::printf("%-30s %10.2fms %10.4f %10.4f .. %.4f   own accounting %.1f us/step = %.3f%%\n", v.name.c_str(),
-                med * 1e3, med / base, lo, hi, own * 1e6, 100 * own / base);
+    std::printf("%-30s %10.2fms %10.4f %10.4f .. %.4f   own accounting %.1f us/step = %.3f%%\n",
+                v.name.c_str(), med * 1e3, med / base, lo, hi, own * 1e6, 100 * own / base);
   }
   return 0;
 }

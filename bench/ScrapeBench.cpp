@@ -108,7 +108,6 @@ void BM_Render(benchmark::State& state) {
   state.SetLabel(state.range(0) != 0 ? "rank 0 with the job summary" : "one rank's own");
 }
 
-
 void BM_HttpScrape(benchmark::State& state) {
   attnscope::MetricsServerOptions options;
   options.bind = "127.0.0.1";

@@ -35,7 +35,6 @@ long residentKib() {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
-
 double metric(const std::string& text, const std::string& name) {
   const std::regex re("\n" + name + "\\{[^}]*\\} ([0-9.e+-]+)");
   std::smatch m;
@@ -47,10 +46,13 @@ double metric(const std::string& text, const std::string& name) {
 int main(int argc, char** argv) {
   long steps = 1000000, maxGrowthKib = 1024;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atol(argv[i + 1]);
-    else if (std::strcmp(argv[i], "--max-growth-kib") == 0) maxGrowthKib = std::atol(argv[i + 1]);
+    if (std::strcmp(argv[i], "--steps") == 0)
+      steps = std::atol(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--max-growth-kib") == 0)
+      maxGrowthKib = std::atol(argv[i + 1]);
     else {
-      std::fprintf(stderr, "soak: unknown flag %s; allowed: --steps N --max-growth-kib K\n", argv[i]);
+      std::fprintf(stderr, "soak: unknown flag %s; allowed: --steps N --max-growth-kib K\n",
+                   argv[i]);
       return 2;
     }
   }
@@ -104,10 +106,12 @@ int main(int argc, char** argv) {
     if ((s + 1) % 50000 == 0) text = bench::scrape(config.port);
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double wallAfterWarm = std::chrono::duration<double>(std::chrono::steady_clock::now() - tWarm).count();
+  const double wallAfterWarm =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tWarm).count();
   const long rssEnd = residentKib();
   // The snapshot is rebuilt every interval: wait for one that includes the last step.
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(config.intervalSeconds * 1000 * 2 + 100)));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(static_cast<int>(config.intervalSeconds * 1000 * 2 + 100)));
   text = bench::scrape(config.port);
   const double overhead = metric(text, "attnscope_overhead_seconds_total");
   const double stepsTotal = metric(text, "attnscope_steps_total");
@@ -119,19 +123,26 @@ int main(int argc, char** argv) {
     struct stat st {};
     const std::string file = config.traceDir + "/rank-0.sqlite";
     if (::stat(file.c_str(), &st) == 0) {
-      std::printf("trace store %s: %lld bytes, %.1f bytes per sampled step (1 layer, 2 phases)\n", file.c_str(),
-                  static_cast<long long>(st.st_size), static_cast<double>(st.st_size) / static_cast<double>(steps));
+      std::printf("trace store %s: %lld bytes, %.1f bytes per sampled step (1 layer, 2 phases)\n",
+                  file.c_str(), static_cast<long long>(st.st_size),
+                  static_cast<double>(st.st_size) / static_cast<double>(steps));
     } else {
       std::printf("trace store %s: not written\n", file.c_str());
     }
   }
-  std::printf("steps %ld in %.1f s (%.1f us per step), %0.f aggregation rounds, metrics scraped every 50000 steps\n",
-              steps, wall, wall / steps * 1e6, rounds);
-  std::printf("resident memory: %ld KiB after %ld steps, %ld KiB after %ld: growth %ld KiB (limit %ld) over %.1f s\n",
-              rssWarm, warmup, rssEnd, steps, rssEnd - rssWarm, maxGrowthKib, wallAfterWarm);
-  std::printf("attnscope_steps_total %.0f; attnscope_overhead_seconds_total %.3f s = %.2f%% of the wall time "
-              "(%.2f us per step)\n",
-              stepsTotal, overhead, 100 * overhead / wall, overhead / steps * 1e6);
+  std::printf(
+      "steps %ld in %.1f s (%.1f us per step), %0.f aggregation rounds, metrics scraped every "
+      "50000 steps\n",
+      steps, wall, wall / steps * 1e6, rounds);
+  std::printf(
+      "resident memory: %ld KiB after %ld steps, %ld KiB after %ld: growth %ld KiB (limit %ld) "
+      "over %.1f s\n",
+      rssWarm, warmup, rssEnd, steps, rssEnd - rssWarm, maxGrowthKib, wallAfterWarm);
+  std::printf(
+      "attnscope_steps_total %.0f; attnscope_overhead_seconds_total %.3f s = %.2f%% of the wall "
+      "time "
+      "(%.2f us per step)\n",
+      stepsTotal, overhead, 100 * overhead / wall, overhead / steps * 1e6);
   if (stepsTotal < static_cast<double>(steps) - 1 || overhead <= 0) {
     std::printf("FAIL: the metrics endpoint did not report the run\n");
     return 1;

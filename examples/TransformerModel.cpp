@@ -1,21 +1,23 @@
 #include "TransformerModel.h"
 
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/nn/functional/loss.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <stdexcept>
 
 namespace examples {
 
-EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& o,
-                                   int64_t repeats_)
+EncoderLayerImpl::EncoderLayerImpl(const std::string& name, const ModelOptions& o, int64_t repeats_)
     : repeats(repeats_),
       attn(register_module(
-          "attn", attnscope::MultiheadAttention(
-                      name, torch::nn::MultiheadAttentionOptions(o.dModel, o.heads).dropout(o.dropout)))),
-      norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
-      norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+          "attn",
+          attnscope::MultiheadAttention(
+              name, torch::nn::MultiheadAttentionOptions(o.dModel, o.heads).dropout(o.dropout)))),
+      norm1(
+          register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+      norm2(
+          register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
       ff1(register_module("ff1", torch::nn::Linear(o.dModel, 4 * o.dModel))),
       ff2(register_module("ff2", torch::nn::Linear(4 * o.dModel, o.dModel))),
       drop(register_module("drop", torch::nn::Dropout(o.dropout))) {}

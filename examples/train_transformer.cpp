@@ -1,16 +1,17 @@
 // A small transformer trained with LibTorch, instrumented with attnscope through its public API.
 //
-//   ATTNSCOPE_SUMMARY_JSON=/tmp/s-{rank}.json build/examples/train_transformer --layers 4 --steps 20
+//   ATTNSCOPE_SUMMARY_JSON=/tmp/s-{rank}.json build/examples/train_transformer --layers 4 --steps
+//   20
 #include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include <ATen/Parallel.h>
 
@@ -28,8 +29,8 @@ struct Options {
   int64_t seed = 0;
   int64_t slowRank = -1;
   int64_t timeoutS = 120;
-  bool gradSync = true;  // --grad-sync store|none
-  double durationS = 0;  // stop after this many seconds of training (0: run all --steps)
+  bool gradSync = true;    // --grad-sync store|none
+  double durationS = 0;    // stop after this many seconds of training (0: run all --steps)
   int64_t stallRank = -1;  // this rank stops stepping (sleeps) ...
   double stallAfterS = 0;  // ... this many seconds into training ...
   double stallForS = 0;    // ... for this long: a hang, for hang detection
@@ -69,13 +70,16 @@ void usage(std::ostream& out) {
          "                         [--contend-rank R] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
-         "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced through the job's c10d store (examples/StoreGroup.h).\n"
+         "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced through the job's c10d store "
+         "(examples/StoreGroup.h).\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
          "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
          "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n"
          "--stall-rank R makes rank R stop stepping for T seconds after S seconds (a hang).\n"
-         "--contend-rank R pins rank R's training thread to one CPU together with a busy thread of\n"
-         "its own (after attnscope measured its ceilings): the same ops at about half speed, as on\n"
+         "--contend-rank R pins rank R's training thread to one CPU together with a busy thread "
+         "of\n"
+         "its own (after attnscope measured its ceilings): the same ops at about half speed, as "
+         "on\n"
          "a node shared with another job.\n";
 }
 
@@ -114,34 +118,54 @@ Options parse(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag)");
     const char* v = argv[++i];
-    if (flag == "--layers") m.layers = intArg(flag, v, 1, 256);
-    else if (flag == "--d-model") m.dModel = intArg(flag, v, 8, 16384);
-    else if (flag == "--heads") m.heads = intArg(flag, v, 1, 256);
-    else if (flag == "--seq") m.seq = intArg(flag, v, 1, 65536);
-    else if (flag == "--batch") m.batch = intArg(flag, v, 1, 65536);
-    else if (flag == "--vocab") m.vocab = intArg(flag, v, 2, 1000000);
-    else if (flag == "--dropout") m.dropout = realArg(flag, v, 0.0, 0.99);
-    else if (flag == "--lr") m.lr = realArg(flag, v, 0.0, 10.0);
-    else if (flag == "--steps") o.steps = intArg(flag, v, 0, 100000000);
-    else if (flag == "--threads") o.threads = intArg(flag, v, 0, 1024);
-    else if (flag == "--seed") o.seed = intArg(flag, v, 0, 1LL << 40);
-    else if (flag == "--slow-rank") o.slowRank = intArg(flag, v, 0, 1 << 24);
-    else if (flag == "--slow-factor") m.slowFactor = intArg(flag, v, 1, 1000);
-    else if (flag == "--slow-layer") m.slowLayer = intArg(flag, v, 0, 255);
-    else if (flag == "--timeout-s") o.timeoutS = intArg(flag, v, 1, 86400);
-    else if (flag == "--duration-s") o.durationS = realArg(flag, v, 0.0, 1e7);
-    else if (flag == "--stall-rank") o.stallRank = intArg(flag, v, 0, 1 << 24);
-    else if (flag == "--stall-after-s") o.stallAfterS = realArg(flag, v, 0.0, 1e7);
-    else if (flag == "--stall-for-s") o.stallForS = realArg(flag, v, 0.0, 1e7);
-    else if (flag == "--contend-rank") o.contendRank = intArg(flag, v, 0, 1 << 24);
+    if (flag == "--layers")
+      m.layers = intArg(flag, v, 1, 256);
+    else if (flag == "--d-model")
+      m.dModel = intArg(flag, v, 8, 16384);
+    else if (flag == "--heads")
+      m.heads = intArg(flag, v, 1, 256);
+    else if (flag == "--seq")
+      m.seq = intArg(flag, v, 1, 65536);
+    else if (flag == "--batch")
+      m.batch = intArg(flag, v, 1, 65536);
+    else if (flag == "--vocab")
+      m.vocab = intArg(flag, v, 2, 1000000);
+    else if (flag == "--dropout")
+      m.dropout = realArg(flag, v, 0.0, 0.99);
+    else if (flag == "--lr")
+      m.lr = realArg(flag, v, 0.0, 10.0);
+    else if (flag == "--steps")
+      o.steps = intArg(flag, v, 0, 100000000);
+    else if (flag == "--threads")
+      o.threads = intArg(flag, v, 0, 1024);
+    else if (flag == "--seed")
+      o.seed = intArg(flag, v, 0, 1LL << 40);
+    else if (flag == "--slow-rank")
+      o.slowRank = intArg(flag, v, 0, 1 << 24);
+    else if (flag == "--slow-factor")
+      m.slowFactor = intArg(flag, v, 1, 1000);
+    else if (flag == "--slow-layer")
+      m.slowLayer = intArg(flag, v, 0, 255);
+    else if (flag == "--timeout-s")
+      o.timeoutS = intArg(flag, v, 1, 86400);
+    else if (flag == "--duration-s")
+      o.durationS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--stall-rank")
+      o.stallRank = intArg(flag, v, 0, 1 << 24);
+    else if (flag == "--stall-after-s")
+      o.stallAfterS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--stall-for-s")
+      o.stallForS = realArg(flag, v, 0.0, 1e7);
+    else if (flag == "--contend-rank")
+      o.contendRank = intArg(flag, v, 0, 1 << 24);
     else if (flag == "--grad-sync") {
       const std::string mode = v;
       if (mode != "store" && mode != "none") {
         throw std::invalid_argument("--grad-sync=\"" + mode + "\": allowed: store, none");
       }
       o.gradSync = mode == "store";
-    }
-    else throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+    } else
+      throw std::invalid_argument("unknown flag " + flag + " (see --help)");
   }
   if (m.slowLayer >= m.layers) {
     throw std::invalid_argument("--slow-layer " + std::to_string(m.slowLayer) +
@@ -186,7 +210,8 @@ int main(int argc, char** argv) {
       group = job.group;
     }
     attnscope::DistributedOptions distributed;
-    distributed.store = store;  // attnscope aggregates on the job's rendezvous, under its own prefix
+    distributed.store =
+        store;  // attnscope aggregates on the job's rendezvous, under its own prefix
     distributed.rank = rank;
     distributed.worldSize = world;
     attnscope::start(config, distributed);
@@ -198,7 +223,8 @@ int main(int argc, char** argv) {
   std::thread spinner;
   std::atomic<bool> stopSpinner{false};
   if (o.contendRank == rank && !startContention(&spinner, &stopSpinner)) {
-    std::cerr << "train_transformer: rank " << rank << ": --contend-rank needs at least 2 CPUs; running uncontended\n";
+    std::cerr << "train_transformer: rank " << rank
+              << ": --contend-rank needs at least 2 CPUs; running uncontended\n";
   }
   torch::manual_seed(o.seed);  // the same initial model on every rank
 
@@ -211,13 +237,15 @@ int main(int argc, char** argv) {
     bool stalled = false;
     for (int64_t step = 0; step < o.steps; ++step) {
       if (o.stallRank == rank && !stalled &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.stallAfterS) {
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >
+              o.stallAfterS) {
         stalled = true;  // a rank stuck in its step: no step ends, the plugin's threads go on
         std::this_thread::sleep_for(std::chrono::duration<double>(o.stallForS));
       }
       if (o.durationS > 0) {
         bool over =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() > o.durationS;
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() >
+            o.durationS;
         if (group) {  // all ranks stop at the same step, or the others would wait for the first
           torch::Tensor flag = torch::full({1}, over ? 1.0 : 0.0);
           group->allReduce(flag, examples::StoreGroup::Op::kMax);

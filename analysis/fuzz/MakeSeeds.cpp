@@ -33,7 +33,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   TraceInterval in;
-  in.meta = {{"format", "attnscope.trace/1"}, {"rank", "0"}, {"world_size", "2"}, {"interval_s", "1"}};
+  in.meta = {
+      {"format", "attnscope.trace/1"}, {"rank", "0"}, {"world_size", "2"}, {"interval_s", "1"}};
   in.layerNames = {"layers.0.attn", "layers.1.attn"};
   for (uint64_t s = 0; s < 4; ++s) {
     EncodedStep e;

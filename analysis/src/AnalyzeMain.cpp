@@ -33,12 +33,14 @@ constexpr char kUsage[] =
     "  --html FILE      one self-contained HTML page with plots\n"
     "  --json FILE      the same figures as JSON (schema attnscope.analysis/1)\n"
     "  --perfetto FILE  Chrome/Perfetto trace; a FILE containing {rank} gives one file per rank\n"
-    "  --threshold X    straggler when attention time per step exceeds X x the median (default 1.2)\n"
+    "  --threshold X    straggler when attention time per step exceeds X x the median (default "
+    "1.2)\n"
     "  --windows N      ...for at least N consecutive time bins (default 3)\n"
     "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
     "  --quiet          no summary on stdout\n"
     "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
-constexpr char kUsageEnd[] = "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
+constexpr char kUsageEnd[] =
+    "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
 
 // "--unfused-share" for "unfused_share".
 std::string flagOf(const RecommendationThreshold& t) {
@@ -72,7 +74,8 @@ double number(const std::string& flag, const std::string& v, double lo, double h
   if (v.empty() || *end != '\0' || errno == ERANGE || !(x >= lo && x <= hi)) {
     char allowed[96];
     std::snprintf(allowed, sizeof(allowed), "a number from %g to %g", lo, hi);
-    throw std::invalid_argument(flag + "=\"" + v + "\" is out of range or not a number; allowed: " + allowed);
+    throw std::invalid_argument(flag + "=\"" + v +
+                                "\" is out of range or not a number; allowed: " + allowed);
   }
   return x;
 }
@@ -82,7 +85,8 @@ int integer(const std::string& flag, const std::string& v, int lo, int hi) {
   errno = 0;
   const long x = std::strtol(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-    throw std::invalid_argument(flag + "=\"" + v + "\" is out of range or not an integer; allowed: an integer from " +
+    throw std::invalid_argument(flag + "=\"" + v +
+                                "\" is out of range or not an integer; allowed: an integer from " +
                                 std::to_string(lo) + " to " + std::to_string(hi));
   }
   return static_cast<int>(x);
@@ -101,28 +105,39 @@ Args parse(int argc, char** argv) {
       continue;
     }
     if (flag.rfind("--", 0) != 0) {
-      if (!a.dir.empty()) throw std::invalid_argument("more than one TRACE_DIR (\"" + a.dir + "\", \"" + flag + "\")");
+      if (!a.dir.empty())
+        throw std::invalid_argument("more than one TRACE_DIR (\"" + a.dir + "\", \"" + flag +
+                                    "\")");
       a.dir = flag;
       continue;
     }
-    if (i + 1 >= argc) throw std::invalid_argument(flag + ": missing value (or unknown flag; see --help)");
+    if (i + 1 >= argc)
+      throw std::invalid_argument(flag + ": missing value (or unknown flag; see --help)");
     const std::string v = argv[++i];
-    if (flag == "--html") a.html = v;
-    else if (flag == "--json") a.json = v;
-    else if (flag == "--perfetto") a.perfetto = v;
-    else if (flag == "--threshold") a.options.threshold = number(flag, v, 1.01, 100);
-    else if (flag == "--windows") a.options.minBins = integer(flag, v, 1, 1000);
-    else if (flag == "--bins") a.options.bins = integer(flag, v, 1, 10000);
+    if (flag == "--html")
+      a.html = v;
+    else if (flag == "--json")
+      a.json = v;
+    else if (flag == "--perfetto")
+      a.perfetto = v;
+    else if (flag == "--threshold")
+      a.options.threshold = number(flag, v, 1.01, 100);
+    else if (flag == "--windows")
+      a.options.minBins = integer(flag, v, 1, 1000);
+    else if (flag == "--bins")
+      a.options.bins = integer(flag, v, 1, 10000);
     else {
       const RecommendationThreshold* threshold = nullptr;
       for (const RecommendationThreshold& t : recommendationThresholds()) {
         if (flag == flagOf(t)) threshold = &t;
       }
-      if (threshold == nullptr) throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+      if (threshold == nullptr)
+        throw std::invalid_argument("unknown flag " + flag + " (see --help)");
       a.options.*threshold->field = number(flag, v, threshold->lo, threshold->hi);
     }
   }
-  if (a.dir.empty()) throw std::invalid_argument("TRACE_DIR is missing (the run's ATTNSCOPE_TRACE_DIR)");
+  if (a.dir.empty())
+    throw std::invalid_argument("TRACE_DIR is missing (the run's ATTNSCOPE_TRACE_DIR)");
   return a;
 }
 
@@ -139,7 +154,8 @@ void summary(const Analysis& a, std::ostream& out) {
       << " sampled steps over " << text::seconds(a.endUnix - a.startUnix) << "\n";
   for (const RankRow& r : a.ranks) {
     if (r.status != RankStatus::kOk) {
-      out << "  rank " << r.rank << " " << rankStatusName(r.status) << ": " << r.file << ": " << r.reason << "\n";
+      out << "  rank " << r.rank << " " << rankStatusName(r.status) << ": " << r.file << ": "
+          << r.reason << "\n";
     }
   }
   for (const SkippedFile& s : a.skipped) {
@@ -151,21 +167,25 @@ void summary(const Analysis& a, std::ostream& out) {
   for (const StragglerEpisode& e : a.stragglers) {
     char buf[512];
     std::snprintf(buf, sizeof(buf),
-                  "  straggler: rank %d, %.2fx the other ranks' median (mean %.2fx), steps %llu-%llu, +%.1f s to +%.1f s; %s %s %s "
+                  "  straggler: rank %d, %.2fx the other ranks' median (mean %.2fx), steps "
+                  "%llu-%llu, +%.1f s to +%.1f s; %s %s %s "
                   "(layer %.0f%% of the excess, op kind %.0f%%)\n",
                   e.rank, e.maxScore, e.meanScore, static_cast<unsigned long long>(e.firstStep),
-                  static_cast<unsigned long long>(e.lastStep), e.startUnix - a.startUnix, e.endUnix - a.startUnix,
-                  e.layer.empty() ? "(no layer)" : e.layer.c_str(), e.layer.empty() ? "" : attnscope::phaseName(e.phase),
-                  e.layer.empty() ? "" : attnscope::opKindName(e.kind), 100 * e.layerShare, 100 * e.kindShare);
+                  static_cast<unsigned long long>(e.lastStep), e.startUnix - a.startUnix,
+                  e.endUnix - a.startUnix, e.layer.empty() ? "(no layer)" : e.layer.c_str(),
+                  e.layer.empty() ? "" : attnscope::phaseName(e.phase),
+                  e.layer.empty() ? "" : attnscope::opKindName(e.kind), 100 * e.layerShare,
+                  100 * e.kindShare);
     out << buf;
   }
   for (const MemoryOutlier& m : a.memoryOutliers) {
-    out << "  memory outlier: rank " << m.rank << " " << m.layer << " " << attnscope::phaseName(m.phase) << " "
-        << text::bytes(static_cast<double>(m.peakBytes)) << " (median " << text::bytes(static_cast<double>(m.medianPeakBytes))
-        << ")\n";
+    out << "  memory outlier: rank " << m.rank << " " << m.layer << " "
+        << attnscope::phaseName(m.phase) << " " << text::bytes(static_cast<double>(m.peakBytes))
+        << " (median " << text::bytes(static_cast<double>(m.medianPeakBytes)) << ")\n";
   }
   for (const Recommendation& r : a.roofline.recommendations) {
-    out << "  recommendation (" << r.id << ", " << text::percent(r.impact) << " of attention time): " << r.title << "\n";
+    out << "  recommendation (" << r.id << ", " << text::percent(r.impact)
+        << " of attention time): " << r.title << "\n";
   }
 }
 
@@ -187,13 +207,16 @@ int main(int argc, char** argv) {
     std::cerr << "attnscope-analyze: " << error << "\n";
     return 2;
   }
-  for (const SkippedFile& s : skipped) std::cerr << "attnscope-analyze: skipped " << s.path << ": " << s.reason << "\n";
+  for (const SkippedFile& s : skipped)
+    std::cerr << "attnscope-analyze: skipped " << s.path << ": " << s.reason << "\n";
   if (traces.empty()) {
-    std::cerr << "attnscope-analyze: no readable rank file (rank-<r>.sqlite) in " << args.dir << "\n";
+    std::cerr << "attnscope-analyze: no readable rank file (rank-<r>.sqlite) in " << args.dir
+              << "\n";
     return 2;
   }
   const Analysis analysis = analyzeRun(args.dir, traces, skipped, args.options);
-  const double readSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  const double readSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   bool written = true;
   const auto write = [&](const std::string& path, const std::string& content) {
     std::string why;
@@ -206,16 +229,20 @@ int main(int argc, char** argv) {
   if (!args.html.empty()) write(args.html, HtmlReport::render(analysis));
   if (!args.perfetto.empty()) {
     if (args.perfetto.find("{rank}") != std::string::npos) {
-      for (const RankTrace& t : traces) write(expandRank(args.perfetto, t.rank), PerfettoTrace::renderRank(t, analysis));
+      for (const RankTrace& t : traces)
+        write(expandRank(args.perfetto, t.rank), PerfettoTrace::renderRank(t, analysis));
     } else {
       write(args.perfetto, PerfettoTrace::renderAll(traces, analysis));
     }
   }
   if (!args.quiet) {
     summary(analysis, std::cout);
-    std::cout << "  analysed in " << text::seconds(readSeconds) << " (reports written in "
-              << text::seconds(std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() - readSeconds)
-              << ")\n";
+    std::cout
+        << "  analysed in " << text::seconds(readSeconds) << " (reports written in "
+        << text::seconds(
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count() -
+               readSeconds)
+        << ")\n";
   }
   if (!written) return 2;
   return analysis.anythingSkipped() ? 1 : 0;

@@ -14,11 +14,21 @@ std::string jsonString(const std::string& s) {
   std::string out = "\"";
   for (const char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -43,12 +53,23 @@ std::string html(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -145,13 +166,16 @@ std::string positiveOrNull(double v) { return v > 0 ? jsonNumber(v) : "null"; }
 
 void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
   const Ceilings& c = r.ceilings;
-  o << "  \"roofline\": {\"present\": " << (r.present ? "true" : "false") << ", \"timing\": " << jsonString(r.timing)
-    << ", \"torch_version\": " << jsonString(r.torchVersion) << ", \"attention_seconds\": "
-    << jsonNumber(r.attentionSeconds) << ", \"bad_rows\": " << r.badRows
+  o << "  \"roofline\": {\"present\": " << (r.present ? "true" : "false")
+    << ", \"timing\": " << jsonString(r.timing)
+    << ", \"torch_version\": " << jsonString(r.torchVersion)
+    << ", \"attention_seconds\": " << jsonNumber(r.attentionSeconds)
+    << ", \"bad_rows\": " << r.badRows
     << ",\n    \"ceilings\": {\"peak_flops_per_second\": " << positiveOrNull(c.peakFlopsPerSecond)
     << ", \"peak_bytes_per_second\": " << positiveOrNull(c.peakBytesPerSecond)
-    << ", \"ridge_flops_per_byte\": " << positiveOrNull(c.ridge()) << ", \"source\": " << jsonString(c.source)
-    << ", \"detail\": " << jsonString(c.detail) << ", \"ranks\": " << r.ceilingRanks << "},\n    \"thresholds\": {";
+    << ", \"ridge_flops_per_byte\": " << positiveOrNull(c.ridge())
+    << ", \"source\": " << jsonString(c.source) << ", \"detail\": " << jsonString(c.detail)
+    << ", \"ranks\": " << r.ceilingRanks << "},\n    \"thresholds\": {";
   const char* sep = "";
   for (const RecommendationThreshold& t : recommendationThresholds()) {
     o << sep << jsonString(t.name) << ": " << jsonNumber(r.options.*t.field, "%.4g");
@@ -163,40 +187,49 @@ void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
     o << (i ? ",\n" : "\n") << "      {\"rank\": " << h.rank << ", \"node\": " << jsonString(h.node)
       << ", \"peak_flops_per_second\": " << positiveOrNull(h.ceilings.peakFlopsPerSecond)
       << ", \"peak_bytes_per_second\": " << positiveOrNull(h.ceilings.peakBytesPerSecond)
-      << ", \"ceiling_source\": " << jsonString(h.ceilings.source) << ", \"ceiling_detail\": "
-      << jsonString(h.ceilings.detail) << ", \"timing\": " << jsonString(h.timing) << ", \"cpu_model\": "
-      << jsonString(h.cpuModel) << ", \"cpu_cores\": " << jsonString(h.cpuCores) << ", \"torch_threads\": "
-      << jsonString(h.torchThreads) << ", \"blas\": " << jsonString(h.blas) << ", \"gpu_name\": "
-      << jsonString(h.gpuName) << ", \"gpu_driver\": " << jsonString(h.gpuDriver) << ", \"gpu_memory_bytes\": "
-      << jsonString(h.gpuMemoryBytes) << ", \"torch_version\": " << jsonString(h.torchVersion) << "}";
+      << ", \"ceiling_source\": " << jsonString(h.ceilings.source)
+      << ", \"ceiling_detail\": " << jsonString(h.ceilings.detail)
+      << ", \"timing\": " << jsonString(h.timing) << ", \"cpu_model\": " << jsonString(h.cpuModel)
+      << ", \"cpu_cores\": " << jsonString(h.cpuCores)
+      << ", \"torch_threads\": " << jsonString(h.torchThreads)
+      << ", \"blas\": " << jsonString(h.blas) << ", \"gpu_name\": " << jsonString(h.gpuName)
+      << ", \"gpu_driver\": " << jsonString(h.gpuDriver)
+      << ", \"gpu_memory_bytes\": " << jsonString(h.gpuMemoryBytes)
+      << ", \"torch_version\": " << jsonString(h.torchVersion) << "}";
   }
   o << (r.hardware.empty() ? "" : "\n    ") << "],\n    \"points\": [";
   for (size_t i = 0; i < r.cells.size(); ++i) {
     const RooflineCell& x = r.cells[i];
     const RooflinePoint& p = x.point;
     const bool known = p.bound != Bound::kUnknown;
-    o << (i ? ",\n" : "\n") << "      {\"layer\": " << jsonString(x.layer) << ", \"phase\": \"" << phaseName(x.phase)
-      << "\", \"kind\": \"" << opKindName(x.kind) << "\", \"ops\": " << x.ops << ", \"seconds\": "
-      << jsonNumber(x.seconds) << ", \"modelled_seconds\": " << jsonNumber(x.modelledSeconds)
+    o << (i ? ",\n" : "\n") << "      {\"layer\": " << jsonString(x.layer) << ", \"phase\": \""
+      << phaseName(x.phase) << "\", \"kind\": \"" << opKindName(x.kind) << "\", \"ops\": " << x.ops
+      << ", \"seconds\": " << jsonNumber(x.seconds)
+      << ", \"modelled_seconds\": " << jsonNumber(x.modelledSeconds)
       << ", \"flops\": " << jsonNumber(x.flops) << ", \"bytes\": " << jsonNumber(x.bytes)
-      << ", \"wide_flops\": " << jsonNumber(x.wideFlops) << ", \"intensity\": "
-      << (x.bytes > 0 ? jsonNumber(p.intensity, "%.6g") : "null") << ", \"flops_per_second\": "
-      << (x.modelledSeconds > 0 ? jsonNumber(p.flopsPerSecond, "%.6g") : "null") << ", \"bytes_per_second\": "
+      << ", \"wide_flops\": " << jsonNumber(x.wideFlops)
+      << ", \"intensity\": " << (x.bytes > 0 ? jsonNumber(p.intensity, "%.6g") : "null")
+      << ", \"flops_per_second\": "
+      << (x.modelledSeconds > 0 ? jsonNumber(p.flopsPerSecond, "%.6g") : "null")
+      << ", \"bytes_per_second\": "
       << (x.modelledSeconds > 0 ? jsonNumber(p.bytesPerSecond, "%.6g") : "null")
-      << ", \"attainable_flops_per_second\": " << positiveOrNull(p.attainableFlopsPerSecond) << ", \"bound\": \""
-      << boundName(p.bound) << "\", \"fraction\": " << (known ? jsonNumber(p.fraction, "%.4f") : "null")
+      << ", \"attainable_flops_per_second\": " << positiveOrNull(p.attainableFlopsPerSecond)
+      << ", \"bound\": \"" << boundName(p.bound)
+      << "\", \"fraction\": " << (known ? jsonNumber(p.fraction, "%.4f") : "null")
       << ", \"rank_fractions\": [";
-    for (size_t k = 0; k < x.rankFraction.size(); ++k) o << (k ? ", " : "") << jsonNumber(x.rankFraction[k], "%.4f");
+    for (size_t k = 0; k < x.rankFraction.size(); ++k)
+      o << (k ? ", " : "") << jsonNumber(x.rankFraction[k], "%.4f");
     o << "]}";
   }
   o << (r.cells.empty() ? "" : "\n    ") << "],\n    \"recommendations\": [";
   for (size_t i = 0; i < r.recommendations.size(); ++i) {
     const Recommendation& x = r.recommendations[i];
-    o << (i ? ",\n" : "\n") << "      {\"id\": " << jsonString(x.id) << ", \"title\": " << jsonString(x.title)
-      << ", \"impact\": " << jsonNumber(x.impact, "%.4f") << ", \"suggestion\": " << jsonString(x.suggestion)
-      << ",\n       \"evidence\": {";
+    o << (i ? ",\n" : "\n") << "      {\"id\": " << jsonString(x.id)
+      << ", \"title\": " << jsonString(x.title) << ", \"impact\": " << jsonNumber(x.impact, "%.4f")
+      << ", \"suggestion\": " << jsonString(x.suggestion) << ",\n       \"evidence\": {";
     for (size_t k = 0; k < x.evidence.size(); ++k) {
-      o << (k ? ", " : "") << jsonString(x.evidence[k].first) << ": " << jsonString(x.evidence[k].second);
+      o << (k ? ", " : "") << jsonString(x.evidence[k].first) << ": "
+        << jsonString(x.evidence[k].second);
     }
     o << "}, \"ranks\": [";
     for (size_t k = 0; k < x.ranks.size(); ++k) o << (k ? ", " : "") << x.ranks[k];
@@ -220,14 +253,17 @@ std::string JsonReport::render(const Analysis& a) {
   o << "  \"ranks\": [";
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const RankRow& r = a.ranks[i];
-    o << (i ? ",\n" : "\n") << "    {\"rank\": " << r.rank << ", \"status\": \"" << rankStatusName(r.status)
-      << "\", \"file\": " << jsonString(r.file) << ", \"reason\": " << jsonString(r.reason)
-      << ", \"node\": " << jsonString(r.node) << ", \"sampled_steps\": " << r.steps
-      << ", \"first_step\": " << r.firstStep << ", \"last_step\": " << r.lastStep
-      << ", \"first_unix\": " << jsonNumber(r.firstUnix, "%.6f") << ", \"last_unix\": "
-      << jsonNumber(r.lastUnix, "%.6f") << ", \"forward_seconds_per_step\": " << jsonNumber(r.forwardSeconds)
+    o << (i ? ",\n" : "\n") << "    {\"rank\": " << r.rank << ", \"status\": \""
+      << rankStatusName(r.status) << "\", \"file\": " << jsonString(r.file)
+      << ", \"reason\": " << jsonString(r.reason) << ", \"node\": " << jsonString(r.node)
+      << ", \"sampled_steps\": " << r.steps << ", \"first_step\": " << r.firstStep
+      << ", \"last_step\": " << r.lastStep
+      << ", \"first_unix\": " << jsonNumber(r.firstUnix, "%.6f")
+      << ", \"last_unix\": " << jsonNumber(r.lastUnix, "%.6f")
+      << ", \"forward_seconds_per_step\": " << jsonNumber(r.forwardSeconds)
       << ", \"backward_seconds_per_step\": " << jsonNumber(r.backwardSeconds)
-      << ", \"score\": " << jsonNumber(r.score, "%.4f") << ", \"bad_step_records\": " << r.badSteps << "}";
+      << ", \"score\": " << jsonNumber(r.score, "%.4f") << ", \"bad_step_records\": " << r.badSteps
+      << "}";
   }
   o << "\n  ],\n  \"skipped_files\": [";
   for (size_t i = 0; i < a.skipped.size(); ++i) {
@@ -240,32 +276,38 @@ std::string JsonReport::render(const Analysis& a) {
   for (size_t i = 0; i < a.stragglers.size(); ++i) {
     const StragglerEpisode& e = a.stragglers[i];
     o << (i ? ",\n" : "\n") << "    {\"rank\": " << e.rank << ", \"first_step\": " << e.firstStep
-      << ", \"last_step\": " << e.lastStep << ", \"start_unix\": " << jsonNumber(e.startUnix, "%.6f")
-      << ", \"end_unix\": " << jsonNumber(e.endUnix, "%.6f") << ", \"start_offset_seconds\": "
-      << offset(e.startUnix) << ", \"end_offset_seconds\": " << offset(e.endUnix)
-      << ", \"max_score\": " << jsonNumber(e.maxScore, "%.4f") << ", \"mean_score\": "
-      << jsonNumber(e.meanScore, "%.4f") << ", \"slow_bins\": " << e.slowBins << ", \"bins\": "
-      << (e.lastBin - e.firstBin + 1) << ", \"excess_seconds_per_step\": "
-      << jsonNumber(e.excessSecondsPerStep) << ", \"layer\": " << jsonString(e.layer)
+      << ", \"last_step\": " << e.lastStep
+      << ", \"start_unix\": " << jsonNumber(e.startUnix, "%.6f")
+      << ", \"end_unix\": " << jsonNumber(e.endUnix, "%.6f")
+      << ", \"start_offset_seconds\": " << offset(e.startUnix)
+      << ", \"end_offset_seconds\": " << offset(e.endUnix)
+      << ", \"max_score\": " << jsonNumber(e.maxScore, "%.4f")
+      << ", \"mean_score\": " << jsonNumber(e.meanScore, "%.4f")
+      << ", \"slow_bins\": " << e.slowBins << ", \"bins\": " << (e.lastBin - e.firstBin + 1)
+      << ", \"excess_seconds_per_step\": " << jsonNumber(e.excessSecondsPerStep)
+      << ", \"layer\": " << jsonString(e.layer)
       << ", \"layer_share\": " << jsonNumber(e.layerShare, "%.4f") << ", \"phase\": \""
       << (e.layer.empty() ? "" : phaseName(e.phase)) << "\", \"op_kind\": \""
-      << (e.layer.empty() ? "" : opKindName(e.kind)) << "\", \"op_kind_share\": "
-      << jsonNumber(e.kindShare, "%.4f") << "}";
+      << (e.layer.empty() ? "" : opKindName(e.kind))
+      << "\", \"op_kind_share\": " << jsonNumber(e.kindShare, "%.4f") << "}";
   }
   o << (a.stragglers.empty() ? "" : "\n  ") << "],\n  \"memory_outliers\": [";
   for (size_t i = 0; i < a.memoryOutliers.size(); ++i) {
     const MemoryOutlier& m = a.memoryOutliers[i];
     o << (i ? ",\n" : "\n") << "    {\"rank\": " << m.rank << ", \"layer\": " << jsonString(m.layer)
       << ", \"phase\": \"" << phaseName(m.phase) << "\", \"peak_bytes\": " << m.peakBytes
-      << ", \"median_peak_bytes\": " << m.medianPeakBytes << ", \"ratio\": " << jsonNumber(m.ratio, "%.4f") << "}";
+      << ", \"median_peak_bytes\": " << m.medianPeakBytes
+      << ", \"ratio\": " << jsonNumber(m.ratio, "%.4f") << "}";
   }
   o << (a.memoryOutliers.empty() ? "" : "\n  ") << "],\n  \"layers\": [";
   for (size_t i = 0; i < a.layers.size(); ++i) {
     const LayerPhaseRow& l = a.layers[i];
     o << (i ? ",\n" : "\n") << "    {\"layer\": " << jsonString(l.layer) << ", \"phase\": \""
-      << phaseName(l.phase) << "\", \"calls\": " << l.calls << ", \"p50_seconds\": " << jsonNumber(l.p50Seconds)
-      << ", \"p99_seconds\": " << jsonNumber(l.p99Seconds) << ", \"rank_p50_seconds\": "
-      << numberList(l.rankP50Seconds) << ", \"rank_seconds_per_step\": " << numberList(l.rankSecondsPerStep)
+      << phaseName(l.phase) << "\", \"calls\": " << l.calls
+      << ", \"p50_seconds\": " << jsonNumber(l.p50Seconds)
+      << ", \"p99_seconds\": " << jsonNumber(l.p99Seconds)
+      << ", \"rank_p50_seconds\": " << numberList(l.rankP50Seconds)
+      << ", \"rank_seconds_per_step\": " << numberList(l.rankSecondsPerStep)
       << ", \"rank_peak_bytes\": [";
     for (size_t r = 0; r < l.rankPeakBytes.size(); ++r) {
       o << (r ? ", " : "");
@@ -275,24 +317,28 @@ std::string JsonReport::render(const Analysis& a) {
         o << l.rankPeakBytes[r];
       }
     }
-    o << "], \"median_peak_bytes\": " << l.medianPeakBytes << ", \"max_peak_bytes\": " << l.maxPeakBytes << "}";
+    o << "], \"median_peak_bytes\": " << l.medianPeakBytes
+      << ", \"max_peak_bytes\": " << l.maxPeakBytes << "}";
   }
-  o << (a.layers.empty() ? "" : "\n  ") << "],\n  \"timeline\": {\n    \"bin_seconds\": "
-    << jsonNumber(a.binSeconds, "%.6g") << ",\n    \"threshold\": " << jsonNumber(a.threshold, "%.4g")
+  o << (a.layers.empty() ? "" : "\n  ")
+    << "],\n  \"timeline\": {\n    \"bin_seconds\": " << jsonNumber(a.binSeconds, "%.6g")
+    << ",\n    \"threshold\": " << jsonNumber(a.threshold, "%.4g")
     << ",\n    \"attention_seconds_per_step\": [";
   for (size_t r = 0; r < a.binAttentionSeconds.size(); ++r) {
     o << (r ? ",\n      " : "\n      ") << numberList(a.binAttentionSeconds[r]);
   }
   o << "\n    ],\n    \"score\": [";
-  for (size_t r = 0; r < a.binScore.size(); ++r) o << (r ? ",\n      " : "\n      ") << numberList(a.binScore[r]);
+  for (size_t r = 0; r < a.binScore.size(); ++r)
+    o << (r ? ",\n      " : "\n      ") << numberList(a.binScore[r]);
   o << "\n    ]\n  },\n  \"live_findings\": [";
   for (size_t i = 0; i < a.liveFindings.size(); ++i) {
     const TraceFindingRow& f = a.liveFindings[i];
     o << (i ? ",\n" : "\n") << "    {\"kind\": " << jsonString(f.kind) << ", \"rank\": " << f.rank
       << ", \"first_round\": " << f.firstRound << ", \"last_round\": " << f.lastRound
-      << ", \"max_score\": " << jsonNumber(f.maxScore, "%.4f") << ", \"layer\": " << jsonString(f.layer)
-      << ", \"phase\": " << jsonString(f.phase) << ", \"op_kind\": " << jsonString(f.opKind)
-      << ", \"share\": " << jsonNumber(f.share, "%.4f") << ", \"description\": " << jsonString(f.description) << "}";
+      << ", \"max_score\": " << jsonNumber(f.maxScore, "%.4f")
+      << ", \"layer\": " << jsonString(f.layer) << ", \"phase\": " << jsonString(f.phase)
+      << ", \"op_kind\": " << jsonString(f.opKind) << ", \"share\": " << jsonNumber(f.share, "%.4f")
+      << ", \"description\": " << jsonString(f.description) << "}";
   }
   o << (a.liveFindings.empty() ? "" : "\n  ") << "],\n";
   roofline(o, a.roofline);

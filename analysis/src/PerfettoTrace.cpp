@@ -33,14 +33,17 @@ void rankEvents(std::ostringstream& o, const RankTrace& t, const Analysis& a, bo
   const int pid = t.rank;
   sep();
   o << "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": " << pid << ", \"args\": {\"name\": "
-    << jsonString("rank " + std::to_string(t.rank) + (t.node.empty() ? "" : " (" + t.node + ")")) << "}}";
+    << jsonString("rank " + std::to_string(t.rank) + (t.node.empty() ? "" : " (" + t.node + ")"))
+    << "}}";
   sep();
-  o << "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " << pid << ", \"args\": {\"sort_index\": "
-    << t.rank << "}}";
+  o << "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " << pid
+    << ", \"args\": {\"sort_index\": " << t.rank << "}}";
   sep();
-  o << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid << ", \"tid\": 1, \"args\": {\"name\": \"sampled steps\"}}";
+  o << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid
+    << ", \"tid\": 1, \"args\": {\"name\": \"sampled steps\"}}";
   sep();
-  o << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid << ", \"tid\": 2, \"args\": {\"name\": \"stragglers\"}}";
+  o << "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": " << pid
+    << ", \"tid\": 2, \"args\": {\"name\": \"stragglers\"}}";
   for (const TraceStep& s : t.steps) {
     double fwd = 0, bwd = 0;
     std::map<std::string, double> fwdByLayer, bwdByLayer;
@@ -57,7 +60,8 @@ void rankEvents(std::ostringstream& o, const RankTrace& t, const Analysis& a, bo
     const double start = s.endUnix - s.stepNs * 1e-9;
     sep();
     o << "{\"ph\": \"X\", \"name\": \"step " << s.step << "\", \"cat\": \"step\", \"pid\": " << pid
-      << ", \"tid\": 1, \"ts\": " << us(start) << ", \"dur\": " << jsonNumber(s.stepNs * 1e-3, "%.3f")
+      << ", \"tid\": 1, \"ts\": " << us(start)
+      << ", \"dur\": " << jsonNumber(s.stepNs * 1e-3, "%.3f")
       << ", \"args\": {\"attention_forward_ms\": " << jsonNumber(fwd, "%.4f")
       << ", \"attention_backward_ms\": " << jsonNumber(bwd, "%.4f") << "}}";
     for (const auto* series : {&fwdByLayer, &bwdByLayer}) {
@@ -76,12 +80,13 @@ void rankEvents(std::ostringstream& o, const RankTrace& t, const Analysis& a, bo
   for (const StragglerEpisode& e : a.stragglers) {
     if (e.rank != t.rank) continue;
     sep();
-    o << "{\"ph\": \"X\", \"name\": " << jsonString("straggler: " + e.layer) << ", \"cat\": \"straggler\", \"pid\": "
-      << pid << ", \"tid\": 2, \"ts\": " << us(e.startUnix) << ", \"dur\": "
-      << jsonNumber((e.endUnix - e.startUnix) * 1e6, "%.3f") << ", \"args\": {\"max_score\": "
-      << jsonNumber(e.maxScore, "%.3f") << ", \"layer\": " << jsonString(e.layer) << ", \"phase\": \""
-      << phaseName(e.phase) << "\", \"op_kind\": \"" << opKindName(e.kind) << "\", \"first_step\": "
-      << e.firstStep << ", \"last_step\": " << e.lastStep << "}}";
+    o << "{\"ph\": \"X\", \"name\": " << jsonString("straggler: " + e.layer)
+      << ", \"cat\": \"straggler\", \"pid\": " << pid << ", \"tid\": 2, \"ts\": " << us(e.startUnix)
+      << ", \"dur\": " << jsonNumber((e.endUnix - e.startUnix) * 1e6, "%.3f")
+      << ", \"args\": {\"max_score\": " << jsonNumber(e.maxScore, "%.3f")
+      << ", \"layer\": " << jsonString(e.layer) << ", \"phase\": \"" << phaseName(e.phase)
+      << "\", \"op_kind\": \"" << opKindName(e.kind) << "\", \"first_step\": " << e.firstStep
+      << ", \"last_step\": " << e.lastStep << "}}";
   }
 }
 
@@ -90,7 +95,8 @@ void rankEvents(std::ostringstream& o, const RankTrace& t, const Analysis& a, bo
 std::string PerfettoTrace::renderRank(const RankTrace& t, const Analysis& a) {
   std::ostringstream o;
   o << "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"rank\": " << t.rank
-    << ", \"world_size\": " << a.worldSize << ", \"backend\": " << jsonString(backendOf(t)) << "},\n"
+    << ", \"world_size\": " << a.worldSize << ", \"backend\": " << jsonString(backendOf(t))
+    << "},\n"
     << "  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [";
   bool first = true;
   rankEvents(o, t, a, &first);
@@ -100,7 +106,8 @@ std::string PerfettoTrace::renderRank(const RankTrace& t, const Analysis& a) {
 
 std::string PerfettoTrace::renderAll(const std::vector<RankTrace>& traces, const Analysis& a) {
   std::ostringstream o;
-  o << "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"world_size\": " << a.worldSize << ", \"ranks\": [";
+  o << "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"world_size\": " << a.worldSize
+    << ", \"ranks\": [";
   for (size_t i = 0; i < traces.size(); ++i) o << (i ? ", " : "") << traces[i].rank;
   o << "], \"backend\": " << jsonString(traces.empty() ? "" : backendOf(traces.front())) << "},\n"
     << "  \"displayTimeUnit\": \"ms\",\n  \"traceEvents\": [";

@@ -401,7 +401,8 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       rec.evidence.emplace_back("other ranks' median", text::percent(top->others));
       rec.evidence.emplace_back(
           "cells below", std::to_string(flags[r].size()) + " of " + std::to_string(compared[r]));
-      rec.evidence.emplace_back("their share of its attention op time", text::percent(seconds / rankSeconds));
+      rec.evidence.emplace_back("their share of its attention op time",
+                                text::percent(seconds / rankSeconds));
       rec.evidence.emplace_back("its ceilings", ceilingsText(rankCeilings[r]));
       rec.ranks = {rank};
       rec.layers = layerList(where);
@@ -460,7 +461,9 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
       r.evidence.emplace_back("bound", boundName(p.bound));
       r.evidence.emplace_back("achieved", achievedText(p, out.ceilings));
       r.evidence.emplace_back("fraction of roof", text::percent(p.fraction));
-      if (s.ops > 0) r.evidence.emplace_back("time per op", text::seconds(s.seconds / static_cast<double>(s.ops)));
+      if (s.ops > 0)
+        r.evidence.emplace_back("time per op",
+                                text::seconds(s.seconds / static_cast<double>(s.ops)));
       if (s.flops > 0) {
         r.evidence.emplace_back("intensity", flopsPerByte(p.intensity));
         r.evidence.emplace_back("ridge", flopsPerByte(out.ceilings.ridge()));

@@ -22,7 +22,7 @@ using detail::median;
 // Nearest-rank quantile of a sorted vector.
 double quantileSorted(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return kNaN;
-  const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) ;
+  const size_t i = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)];
 }
 
@@ -44,10 +44,14 @@ int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int
 
 const char* rankStatusName(RankStatus s) {
   switch (s) {
-    case RankStatus::kOk: return "ok";
-    case RankStatus::kStoppedEarly: return "stopped_early";
-    case RankStatus::kSkipped: return "skipped";
-    case RankStatus::kMissing: return "missing";
+    case RankStatus::kOk:
+      return "ok";
+    case RankStatus::kStoppedEarly:
+      return "stopped_early";
+    case RankStatus::kSkipped:
+      return "skipped";
+    case RankStatus::kMissing:
+      return "missing";
   }
   return "?";
 }
@@ -93,7 +97,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     for (const TraceStep& s : t->steps) {
       for (const TraceCall& c : s.calls) {
         const std::string name = t->layerName(c.layer);
-        if (layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second) a.layerNames.push_back(name);
+        if (layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second)
+          a.layerNames.push_back(name);
       }
     }
   }
@@ -116,7 +121,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         const int slot = slotOf(layer, c.phase);
         float* cell = &cells[static_cast<size_t>(slot) * kCells];
         cell[0] += static_cast<float>(c.ns * 1e-9);
-        for (int k = 0; k < kNumOpKinds; ++k) cell[1 + k] += static_cast<float>(c.kinds[k].ns * 1e-9);
+        for (int k = 0; k < kNumOpKinds; ++k)
+          cell[1 + k] += static_cast<float>(c.kinds[k].ns * 1e-9);
         cp[slot].first += c.calls;
         cp[slot].second = std::max(cp[slot].second, c.peak);
         total += c.ns * 1e-9;
@@ -134,7 +140,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   }
   if (!(a.startUnix < a.endUnix)) {
     a.startUnix = a.endUnix = 0;
-    for (const auto& [rank, t] : byRank) a.startUnix = a.endUnix = std::max(a.endUnix, t->startUnix);
+    for (const auto& [rank, t] : byRank)
+      a.startUnix = a.endUnix = std::max(a.endUnix, t->startUnix);
   }
 
   // Rank rows.
@@ -150,8 +157,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       row.steps = t.steps.size();
       row.badSteps = t.badSteps;
       if (t.badSteps > 0) {
-        row.reason = std::to_string(t.badSteps) + " step records did not decode and were left out (" +
-                     t.firstBadStep + ")";
+        row.reason = std::to_string(t.badSteps) +
+                     " step records did not decode and were left out (" + t.firstBadStep + ")";
       }
       if (!t.steps.empty()) {
         row.firstStep = t.steps.front().step;
@@ -163,7 +170,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       if (t.stopUnix <= 0 && (t.steps.empty() || row.lastUnix < a.endUnix - margin)) {
         row.status = RankStatus::kStoppedEarly;
         char buf[160];
-        std::snprintf(buf, sizeof(buf), "no clean stop; last step %llu at +%.1f s, the run goes on to +%.1f s",
+        std::snprintf(buf, sizeof(buf),
+                      "no clean stop; last step %llu at +%.1f s, the run goes on to +%.1f s",
                       static_cast<unsigned long long>(row.lastStep), row.lastUnix - a.startUnix,
                       a.endUnix - a.startUnix);
         row.reason = row.reason.empty() ? buf : std::string(buf) + "; " + row.reason;
@@ -210,7 +218,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
 
   // Timeline bins.
   const double duration = a.endUnix - a.startUnix;
-  int bins = options.bins > 0 ? options.bins : static_cast<int>(std::clamp(std::lround(duration / 2.0), 12L, 60L));
+  int bins = options.bins > 0 ? options.bins
+                              : static_cast<int>(std::clamp(std::lround(duration / 2.0), 12L, 60L));
   if (duration <= 0) bins = 1;
   a.binSeconds = duration > 0 ? duration / bins : 1.0;
   const auto binOf = [&](double t) {
@@ -220,7 +229,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   a.binScore.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
   for (const RankSteps& r : ranks) {
     std::vector<std::vector<double>> perBin(bins);
-    for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
+    for (size_t i = 0; i < r.attention.size(); ++i)
+      perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
     for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = median(perBin[b]);
   }
   // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
@@ -231,7 +241,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       if (std::isnan(mine)) continue;
       std::vector<double> others;
       for (size_t o = 0; o < a.ranks.size(); ++o) {
-        if (o != r && !std::isnan(a.binAttentionSeconds[o][b])) others.push_back(a.binAttentionSeconds[o][b]);
+        if (o != r && !std::isnan(a.binAttentionSeconds[o][b]))
+          others.push_back(a.binAttentionSeconds[o][b]);
       }
       const double m = median(others);
       if (!others.empty() && m > 0) a.binScore[r][b] = mine / m;  // alone: nobody to be slower than
@@ -285,7 +296,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     for (const StragglerEpisode& e : a.stragglers) {  // in rank, then time order
       StragglerEpisode* last = merged.empty() ? nullptr : &merged.back();
       if (last != nullptr && last->rank == e.rank && e.firstBin - last->lastBin - 1 < minBins) {
-        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) / (last->slowBins + e.slowBins);
+        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) /
+                          (last->slowBins + e.slowBins);
         last->slowBins += e.slowBins;
         last->maxScore = std::max(last->maxScore, e.maxScore);
         last->lastBin = e.lastBin;
@@ -354,7 +366,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       layerSum += layerExcess[l];
     }
     if (layerSum <= 0) continue;
-    const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) - layerExcess.begin());
+    const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) -
+                                     layerExcess.begin());
     e.layer = a.layerNames[top];
     e.layerShare = layerExcess[top] / layerSum;
     double best = -1;
@@ -371,9 +384,9 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     }
     e.kindShare = kindSum > 0 && best > 0 ? best / kindSum : 0;
   }
-  std::sort(a.stragglers.begin(), a.stragglers.end(), [](const StragglerEpisode& x, const StragglerEpisode& y) {
-    return x.maxScore > y.maxScore;
-  });
+  std::sort(
+      a.stragglers.begin(), a.stragglers.end(),
+      [](const StragglerEpisode& x, const StragglerEpisode& y) { return x.maxScore > y.maxScore; });
 
   // Per-layer table and memory.
   for (int l = 0; l < numLayers; ++l) {
@@ -403,7 +416,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         row.rankSecondsPerStep[ri] = median(perStep);
         row.rankPeakBytes[ri] = static_cast<int64_t>(median(peak));
         peaks.push_back(static_cast<double>(row.rankPeakBytes[ri]));
-        row.maxPeakBytes = std::max(row.maxPeakBytes, static_cast<int64_t>(*std::max_element(peak.begin(), peak.end())));
+        row.maxPeakBytes = std::max(
+            row.maxPeakBytes, static_cast<int64_t>(*std::max_element(peak.begin(), peak.end())));
         all.insert(all.end(), perCall.begin(), perCall.end());
       }
       if (all.empty()) continue;
@@ -415,14 +429,16 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         for (size_t ri = 0; ri < a.ranks.size(); ++ri) {
           const int64_t pk = row.rankPeakBytes[ri];
           if (pk < 0) continue;
-          if (pk > options.memoryFactor * row.medianPeakBytes && pk - row.medianPeakBytes >= options.minOutlierBytes) {
+          if (pk > options.memoryFactor * row.medianPeakBytes &&
+              pk - row.medianPeakBytes >= options.minOutlierBytes) {
             MemoryOutlier o;
             o.rank = a.ranks[ri].rank;
             o.layer = row.layer;
             o.phase = row.phase;
             o.peakBytes = pk;
             o.medianPeakBytes = row.medianPeakBytes;
-            o.ratio = row.medianPeakBytes > 0 ? static_cast<double>(pk) / row.medianPeakBytes : kNaN;
+            o.ratio =
+                row.medianPeakBytes > 0 ? static_cast<double>(pk) / row.medianPeakBytes : kNaN;
             a.memoryOutliers.push_back(o);
           }
         }

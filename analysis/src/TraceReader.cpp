@@ -29,7 +29,9 @@ class Db {
 
 class Query {
  public:
-  Query(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK; }
+  Query(sqlite3* db, const char* sql) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) == SQLITE_OK;
+  }
   ~Query() { sqlite3_finalize(s_); }
   bool ok() const { return ok_; }
   // SQLITE_ROW, SQLITE_DONE or an error code.
@@ -39,7 +41,9 @@ class Query {
   int type(int c) const { return sqlite3_column_type(s_, c); }
   std::string text(int c) const {
     const unsigned char* t = sqlite3_column_text(s_, c);
-    return t == nullptr ? std::string() : std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, c));
+    return t == nullptr
+               ? std::string()
+               : std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, c));
   }
   const uint8_t* blob(int c, size_t* size) const {
     const void* p = sqlite3_column_blob(s_, c);
@@ -104,7 +108,8 @@ bool readMeta(sqlite3* db, RankTrace* out, std::string* error) {
     return false;
   }
   if (!parseInteger(value("world_size"), 1, kMaxRank, &world) || rank >= world) {
-    *error = "metadata world_size=\"" + value("world_size") + "\" is not above rank " + std::to_string(rank);
+    *error = "metadata world_size=\"" + value("world_size") + "\" is not above rank " +
+             std::to_string(rank);
     return false;
   }
   out->rank = static_cast<int>(rank);
@@ -132,7 +137,8 @@ bool readLayers(sqlite3* db, RankTrace* out, std::string* error) {
   while ((rc = q.step()) == SQLITE_ROW) {
     const int64_t id = q.i(0);
     if (id < 0 || id >= kMaxLayerId) {
-      *error = "layer id " + std::to_string(id) + " out of range (0 to " + std::to_string(kMaxLayerId - 1) + ")";
+      *error = "layer id " + std::to_string(id) + " out of range (0 to " +
+               std::to_string(kMaxLayerId - 1) + ")";
       return false;
     }
     if (static_cast<size_t>(id) >= out->layers.size()) out->layers.resize(id + 1);
@@ -292,7 +298,8 @@ bool readRoofline(sqlite3* db, RankTrace* out, std::string* error) {
     }
   }
   Query q(db,
-          "SELECT interval, layer, phase, kind, ops, seconds, modelled_seconds, flops, bytes, wide_flops "
+          "SELECT interval, layer, phase, kind, ops, seconds, modelled_seconds, flops, bytes, "
+          "wide_flops "
           "FROM roofline ORDER BY interval, layer, phase, kind");
   if (!q.ok()) {
     *error = std::string("roofline unreadable: ") + sqlite3_errmsg(db);
@@ -304,11 +311,12 @@ bool readRoofline(sqlite3* db, RankTrace* out, std::string* error) {
     // modelled part exceeds the whole leaves the row out (counted).
     const int64_t interval = q.i(0), layer = q.i(1), phase = q.i(2), kind = q.i(3), ops = q.i(4);
     double v[5];
-    bool ok = interval >= 0 && layer >= 0 && layer < kMaxLayerId && phase >= 0 && phase < kNumPhases && kind >= 0 &&
-              kind < kNumOpKinds && ops >= 0;
+    bool ok = interval >= 0 && layer >= 0 && layer < kMaxLayerId && phase >= 0 &&
+              phase < kNumPhases && kind >= 0 && kind < kNumOpKinds && ops >= 0;
     for (int c = 0; c < 5; ++c) {
       v[c] = q.d(5 + c);
-      ok = ok && (q.type(5 + c) == SQLITE_FLOAT || q.type(5 + c) == SQLITE_INTEGER) && std::isfinite(v[c]) && v[c] >= 0;
+      ok = ok && (q.type(5 + c) == SQLITE_FLOAT || q.type(5 + c) == SQLITE_INTEGER) &&
+           std::isfinite(v[c]) && v[c] >= 0;
     }
     ok = ok && v[1] <= v[0] * (1 + 1e-9) && v[4] <= v[2] * (1 + 1e-9);
     if (!ok) {
@@ -342,7 +350,8 @@ bool readOpen(sqlite3* db, const std::string& name, RankTrace* out, std::string*
   {
     const auto unreadable = [&] {
       const int code = sqlite3_errcode(db);
-      *error = std::string(code == SQLITE_CORRUPT ? "corrupt or truncated: " : "not a readable SQLite database: ") +
+      *error = std::string(code == SQLITE_CORRUPT ? "corrupt or truncated: "
+                                                  : "not a readable SQLite database: ") +
                sqlite3_errmsg(db);
       return false;
     };
@@ -414,7 +423,8 @@ bool readRankTraceImage(const uint8_t* data, size_t size, const std::string& nam
   if (size >= 20 && copy[18] == 2 && copy[19] == 2) copy[18] = copy[19] = 1;
   if (sqlite3_deserialize(db.get(), "main", copy, static_cast<sqlite3_int64>(size),
                           static_cast<sqlite3_int64>(size),
-                          SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) != SQLITE_OK) {
+                          SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY) !=
+      SQLITE_OK) {
     *error = std::string("not a readable SQLite database: ") + sqlite3_errmsg(db.get());
     return false;
   }
@@ -437,7 +447,8 @@ bool readTraceDirectory(const std::string& dir, std::vector<RankTrace>* traces,
       continue;
     }
     int64_t rank = 0;
-    const std::string number = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    const std::string number =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
     const std::string path = dir + (dir.back() == '/' ? "" : "/") + name;
     if (!parseInteger(number, 0, kMaxRank - 1, &rank)) {
       skipped->push_back({path, "file name does not carry a rank (expected rank-<r>.sqlite)"});
@@ -453,8 +464,8 @@ bool readTraceDirectory(const std::string& dir, std::vector<RankTrace>* traces,
     if (!readRankTrace(path, &t, &why)) {
       skipped->push_back({path, why});
     } else if (t.rank != rank) {
-      skipped->push_back({path, "metadata says rank " + std::to_string(t.rank) + ", the file name rank " +
-                                    std::to_string(rank)});
+      skipped->push_back({path, "metadata says rank " + std::to_string(t.rank) +
+                                    ", the file name rank " + std::to_string(rank)});
     } else {
       traces->push_back(std::move(t));
     }

@@ -16,7 +16,8 @@ void TickClock::calibrate() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     const int64_t ns1 = nowNs();
     const uint64_t t1 = ticks();
-    if (t1 > t0 && ns1 > ns0) nsPerTick_ = static_cast<double>(ns1 - ns0) / static_cast<double>(t1 - t0);
+    if (t1 > t0 && ns1 > ns0)
+      nsPerTick_ = static_cast<double>(ns1 - ns0) / static_cast<double>(t1 - t0);
   });
 #endif
 }

@@ -96,7 +96,8 @@ class TrackingAllocator final : public c10::Allocator {
 
   c10::DeleterFnPtr raw_deleter() const override { return &trackedDelete; }
 
-#if defined(TORCH_VERSION_MAJOR) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
+#if defined(TORCH_VERSION_MAJOR) && \
+    (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3))
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     gInner->copy_data(dest, src, count);
   }
@@ -116,6 +117,8 @@ void CpuAllocatorTracker::install() {
 }
 
 void CpuAllocatorTracker::setEnabled(bool enabled) { gEnabled.store(enabled); }
-uint64_t CpuAllocatorTracker::allocationsSeen() { return gAllocations.load(std::memory_order_relaxed); }
+uint64_t CpuAllocatorTracker::allocationsSeen() {
+  return gAllocations.load(std::memory_order_relaxed);
+}
 
 }  // namespace attnscope

@@ -114,20 +114,21 @@ class CudaEventApi final : public GpuEventApi {
 
 std::unique_ptr<GpuEventApi> createCudaEventApi(std::string* reason) {
   // The runtime LibTorch loaded (PyTorch wheels: libcudart.so.12 or .13), else the toolkit's.
-  static detail::DynamicLibrary lib({"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
-                                     "libcudart.so"},
-                                    {ATTNSCOPE_CUDART_PATH, "libcudart.so", "libcudart.so.13",
-                                     "libcudart.so.12"});
+  static detail::DynamicLibrary lib(
+      {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"},
+      {ATTNSCOPE_CUDART_PATH, "libcudart.so", "libcudart.so.13", "libcudart.so.12"});
   if (!lib.ok()) {
     *reason = "the CUDA runtime (libcudart) cannot be opened: " + lib.error();
     return nullptr;
   }
   Cudart rt;
   if (!lib.bind(&rt.eventCreateWithFlags, "cudaEventCreateWithFlags") ||
-      !lib.bind(&rt.eventRecord, "cudaEventRecord") || !lib.bind(&rt.eventQuery, "cudaEventQuery") ||
+      !lib.bind(&rt.eventRecord, "cudaEventRecord") ||
+      !lib.bind(&rt.eventQuery, "cudaEventQuery") ||
       !lib.bind(&rt.eventElapsedTime, "cudaEventElapsedTime") ||
-      !lib.bind(&rt.eventDestroy, "cudaEventDestroy") || !lib.bind(&rt.getDevice, "cudaGetDevice") ||
-      !lib.bind(&rt.setDevice, "cudaSetDevice") || !lib.bind(&rt.getLastError, "cudaGetLastError") ||
+      !lib.bind(&rt.eventDestroy, "cudaEventDestroy") ||
+      !lib.bind(&rt.getDevice, "cudaGetDevice") || !lib.bind(&rt.setDevice, "cudaSetDevice") ||
+      !lib.bind(&rt.getLastError, "cudaGetLastError") ||
       !lib.bind(&rt.streamIsCapturing, "cudaStreamIsCapturing") ||
       !lib.bind(&rt.exchangeCaptureMode, "cudaThreadExchangeStreamCaptureMode")) {
     *reason = lib.error();

@@ -22,8 +22,10 @@ namespace {
 // headers (PyTorch's CUDA 12 wheels next to a CUDA 13 toolkit) writes an older version of the
 // same record; every version since Kernel4/Memcpy4(5)/Memset3 keeps the fields read here at the
 // same offsets, which these checks pin against the headers.
-#define ATTNSCOPE_SAME_OFFSET(NEW, OLD, FIELD) \
-  static_assert(offsetof(NEW, FIELD) == offsetof(OLD, FIELD), #NEW "::" #FIELD " moved since " #OLD)
+#define ATTNSCOPE_SAME_OFFSET(NEW, OLD, FIELD)                                 \
+  static_assert(offsetof(NEW, FIELD) == offsetof(OLD, FIELD), #NEW "::" #FIELD \
+                                                                   " moved "   \
+                                                                   "since " #OLD)
 using KernelRecord = CUpti_ActivityKernel10;
 ATTNSCOPE_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, start);
 ATTNSCOPE_SAME_OFFSET(KernelRecord, CUpti_ActivityKernel4, end);
@@ -52,10 +54,12 @@ constexpr size_t kBufferAlign = 8;  // ACTIVITY_RECORD_ALIGNMENT
 // Kernels, copies and fills are the work timed; external-correlation records map each CUDA API
 // call made while an id was pushed to that id. They are emitted for API activity records, so the
 // runtime and driver API kinds are enabled too (their records are skipped).
-constexpr CUpti_ActivityKind kKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
-    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
+constexpr CUpti_ActivityKind kKinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+                                         CUPTI_ACTIVITY_KIND_MEMCPY,
+                                         CUPTI_ACTIVITY_KIND_MEMSET,
+                                         CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+                                         CUPTI_ACTIVITY_KIND_RUNTIME,
+                                         CUPTI_ACTIVITY_KIND_DRIVER};
 
 struct Cupti {
   decltype(&::cuptiSubscribe) subscribe = nullptr;
@@ -98,7 +102,8 @@ class CuptiActivityApi final : public GpuActivityApi {
       return false;
     }
     // Registered at every start: a profiler that ran in between registered its own.
-    r = api_.registerCallbacks(&CuptiActivityApi::onBufferRequested, &CuptiActivityApi::onBufferCompleted);
+    r = api_.registerCallbacks(&CuptiActivityApi::onBufferRequested,
+                               &CuptiActivityApi::onBufferCompleted);
     size_t enabled = 0;
     for (; r == CUPTI_SUCCESS && enabled < sizeof(kKinds) / sizeof(kKinds[0]); ++enabled) {
       r = api_.enable(kKinds[enabled]);
@@ -138,7 +143,8 @@ class CuptiActivityApi final : public GpuActivityApi {
  private:
   std::string text(CUptiResult r) {
     const char* s = nullptr;
-    if (api_.resultString(r, &s) != CUPTI_SUCCESS || s == nullptr) return "error " + std::to_string(r);
+    if (api_.resultString(r, &s) != CUPTI_SUCCESS || s == nullptr)
+      return "error " + std::to_string(r);
     return s;
   }
 
@@ -167,27 +173,47 @@ class CuptiActivityApi final : public GpuActivityApi {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const KernelRecord*>(record);
-          out = ActivityRecord{ActivityRecord::Kind::kKernel, k->correlationId, 0, k->start, k->end,
-                               k->deviceId, k->name};
+          out = ActivityRecord{ActivityRecord::Kind::kKernel,
+                               k->correlationId,
+                               0,
+                               k->start,
+                               k->end,
+                               k->deviceId,
+                               k->name};
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMCPY: {
           const auto* m = reinterpret_cast<const MemcpyRecord*>(record);
-          out = ActivityRecord{ActivityRecord::Kind::kMemcpy, m->correlationId, 0, m->start, m->end,
-                               m->deviceId, nullptr};
+          out = ActivityRecord{ActivityRecord::Kind::kMemcpy,
+                               m->correlationId,
+                               0,
+                               m->start,
+                               m->end,
+                               m->deviceId,
+                               nullptr};
           break;
         }
         case CUPTI_ACTIVITY_KIND_MEMSET: {
           const auto* m = reinterpret_cast<const MemsetRecord*>(record);
-          out = ActivityRecord{ActivityRecord::Kind::kMemset, m->correlationId, 0, m->start, m->end,
-                               m->deviceId, nullptr};
+          out = ActivityRecord{ActivityRecord::Kind::kMemset,
+                               m->correlationId,
+                               0,
+                               m->start,
+                               m->end,
+                               m->deviceId,
+                               nullptr};
           break;
         }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
           if (e->externalKind != kExternalKind) continue;
-          out = ActivityRecord{ActivityRecord::Kind::kExternalCorrelation, e->correlationId,
-                               e->externalId, 0, 0, 0, nullptr};
+          out = ActivityRecord{ActivityRecord::Kind::kExternalCorrelation,
+                               e->correlationId,
+                               e->externalId,
+                               0,
+                               0,
+                               0,
+                               nullptr};
           break;
         }
         default:
@@ -213,17 +239,18 @@ class CuptiActivityApi final : public GpuActivityApi {
 std::unique_ptr<GpuActivityApi> createCuptiActivityApi(std::string* reason) {
   // The CUPTI LibTorch (Kineto) loaded, so that a subscriber it holds is seen; else the one next
   // to the runtime, else the toolkit's found at build time.
-  static detail::DynamicLibrary lib({"libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8",
-                                     "libcupti.so"},
-                                    {"libcupti.so", "libcupti.so.13", "libcupti.so.12",
-                                     ATTNSCOPE_CUPTI_PATH});
+  static detail::DynamicLibrary lib(
+      {"libcupti.so.13", "libcupti.so.12", "libcupti.so.11.8", "libcupti.so"},
+      {"libcupti.so", "libcupti.so.13", "libcupti.so.12", ATTNSCOPE_CUPTI_PATH});
   if (!lib.ok()) {
     *reason = "CUPTI (libcupti) cannot be opened: " + lib.error();
     return nullptr;
   }
   Cupti api;
-  if (!lib.bind(&api.subscribe, "cuptiSubscribe") || !lib.bind(&api.unsubscribe, "cuptiUnsubscribe") ||
-      !lib.bind(&api.enable, "cuptiActivityEnable") || !lib.bind(&api.disable, "cuptiActivityDisable") ||
+  if (!lib.bind(&api.subscribe, "cuptiSubscribe") ||
+      !lib.bind(&api.unsubscribe, "cuptiUnsubscribe") ||
+      !lib.bind(&api.enable, "cuptiActivityEnable") ||
+      !lib.bind(&api.disable, "cuptiActivityDisable") ||
       !lib.bind(&api.registerCallbacks, "cuptiActivityRegisterCallbacks") ||
       !lib.bind(&api.flushAll, "cuptiActivityFlushAll") ||
       !lib.bind(&api.nextRecord, "cuptiActivityGetNextRecord") ||

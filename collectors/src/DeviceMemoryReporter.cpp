@@ -29,7 +29,8 @@ class ReporterState final : public profiler::ProfilerStateBase {
                          size_t /*totalReserved*/, c10::Device device) override {
     if (device.is_cpu()) return;  // host memory is CpuAllocatorTracker's
     gReports.fetch_add(1, std::memory_order_relaxed);
-    MemoryTargets::current().report(allocSize, static_cast<int64_t>(totalAllocated), MemoryAccount::acceleratorTag(device.index()));
+    MemoryTargets::current().report(allocSize, static_cast<int64_t>(totalAllocated),
+                                    MemoryAccount::acceleratorTag(device.index()));
   }
 
   bool memoryProfilingEnabled() const override { return false; }

@@ -60,7 +60,8 @@ void GpuTimer::start(GpuTiming requested, bool profilerRunning, const std::strin
   } else if (activity_->start([this](const ActivityRecord& r) { attributor_.addRecord(r); },
                               &reason)) {
     cuptiStarted_ = true;
-    const GpuTiming s = requested == GpuTiming::kBoth && events_ ? GpuTiming::kBoth : GpuTiming::kCupti;
+    const GpuTiming s =
+        requested == GpuTiming::kBoth && events_ ? GpuTiming::kBoth : GpuTiming::kCupti;
     if (requested == GpuTiming::kBoth && s != GpuTiming::kBoth) {
       fallBack(s, "the CUDA event layer is not available; CUPTI only");
       return;

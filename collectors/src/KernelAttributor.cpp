@@ -12,13 +12,16 @@ constexpr int kLayerBits = 20;
 constexpr int kInstanceBits = 64 - kKindBits - kPhaseBits - kLayerBits;  // 36
 constexpr uint64_t kInstanceMask = (uint64_t{1} << kInstanceBits) - 1;
 
-bool contains(const char* haystack, const char* needle) { return std::strstr(haystack, needle) != nullptr; }
+bool contains(const char* haystack, const char* needle) {
+  return std::strstr(haystack, needle) != nullptr;
+}
 
 }  // namespace
 
 uint64_t KernelAttributor::packExternalId(const DeviceKey& key) {
   return ((key.instance & kInstanceMask) << (kLayerBits + kPhaseBits + kKindBits)) |
-         ((static_cast<uint64_t>(key.layer) & ((1u << kLayerBits) - 1)) << (kPhaseBits + kKindBits)) |
+         ((static_cast<uint64_t>(key.layer) & ((1u << kLayerBits) - 1))
+          << (kPhaseBits + kKindBits)) |
          (static_cast<uint64_t>(key.phase) << kKindBits) | static_cast<uint64_t>(key.kind);
 }
 
@@ -125,7 +128,8 @@ void KernelAttributor::spanMissing(uint64_t instance, Phase phase) {
 
 bool KernelAttributor::complete(const Call& c) const {
   if (options_.spans && c.spanNs == -1) return false;
-  if (options_.kernels && c.lastTouch + static_cast<uint64_t>(options_.quietRounds) > round_) return false;
+  if (options_.kernels && c.lastTouch + static_cast<uint64_t>(options_.quietRounds) > round_)
+    return false;
   return true;
 }
 

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
@@ -63,8 +63,7 @@ bool parseBool(const std::string& name, const std::string& value) {
 }
 
 int64_t parseInt(const std::string& name, const std::string& value, int64_t lo, int64_t hi) {
-  const std::string allowed =
-      "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
+  const std::string allowed = "an integer from " + std::to_string(lo) + " to " + std::to_string(hi);
   if (value.empty()) fail(name, value, "is empty", allowed);
   errno = 0;
   char* end = nullptr;
@@ -95,8 +94,9 @@ double parseDouble(const std::string& name, const std::string& value, double lo,
 
 Aggregation parseAggregation(const std::string& name, const std::string& value) {
   const std::string v = lower(value);
-  for (Aggregation a : {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kStore, Aggregation::kNccl,
-                        Aggregation::kMpi, Aggregation::kLocal, Aggregation::kNone}) {
+  for (Aggregation a :
+       {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kStore, Aggregation::kNccl,
+        Aggregation::kMpi, Aggregation::kLocal, Aggregation::kNone}) {
     if (v == aggregationName(a)) return a;
   }
   fail(name, value, "is not an aggregation backend", kAggregationAllowed);
@@ -132,7 +132,8 @@ void checkWritableFile(const char* name, const std::string& value, const std::st
                        const std::string& allowed) {
   if (path.back() == '/') fail(name, value, "names a directory", allowed);
   const auto slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     fail(name, value, "is in a directory that does not exist (" + dir + ")", allowed);
@@ -168,7 +169,8 @@ std::string unknownVariableWarning(const std::string& name) {
     }
   }
   std::string msg = "unknown variable " + name + " is ignored";
-  if (best != nullptr && bestDistance <= 4) msg += std::string(" (did you mean ") + best->name + "?)";
+  if (best != nullptr && bestDistance <= 4)
+    msg += std::string(" (did you mean ") + best->name + "?)";
   return msg;
 }
 
@@ -176,39 +178,51 @@ std::string unknownVariableWarning(const std::string& name) {
 
 const char* aggregationName(Aggregation a) {
   switch (a) {
-    case Aggregation::kAuto: return "auto";
-    case Aggregation::kGloo: return "gloo";
-    case Aggregation::kNccl: return "nccl";
-    case Aggregation::kMpi: return "mpi";
-    case Aggregation::kLocal: return "local";
-    case Aggregation::kNone: return "none";
-    case Aggregation::kStore: return "store";
+    case Aggregation::kAuto:
+      return "auto";
+    case Aggregation::kGloo:
+      return "gloo";
+    case Aggregation::kNccl:
+      return "nccl";
+    case Aggregation::kMpi:
+      return "mpi";
+    case Aggregation::kLocal:
+      return "local";
+    case Aggregation::kNone:
+      return "none";
+    case Aggregation::kStore:
+      return "store";
   }
   return "?";
 }
 
 const char* gpuTimingName(GpuTiming g) {
   switch (g) {
-    case GpuTiming::kAuto: return "auto";
-    case GpuTiming::kCupti: return "cupti";
-    case GpuTiming::kEvents: return "events";
-    case GpuTiming::kBoth: return "both";
-    case GpuTiming::kOff: return "off";
+    case GpuTiming::kAuto:
+      return "auto";
+    case GpuTiming::kCupti:
+      return "cupti";
+    case GpuTiming::kEvents:
+      return "events";
+    case GpuTiming::kBoth:
+      return "both";
+    case GpuTiming::kOff:
+      return "off";
   }
   return "?";
 }
 
 const std::vector<Config::Variable>& Config::variables() {
   static const std::vector<Variable> kVariables = {
-      {kEnvEnable, "bool", "1", kBoolAllowed, "master switch; 0 makes every attnscope call a no-op"},
+      {kEnvEnable, "bool", "1", kBoolAllowed,
+       "master switch; 0 makes every attnscope call a no-op"},
       {kEnvSampleEvery, "int", "1", "an integer from 1 to 1000000",
        "record one training step in N; unsampled steps install no callbacks"},
       {kEnvIntervalS, "float", "10", "a number from 0.1 to 3600",
        "seconds between reporting rounds (aggregation and export)"},
       {kEnvLogLevel, "enum", "info", kLogLevelAllowed,
        "stderr verbosity; info prints a per-layer table at stop"},
-      {kEnvSummaryJson, "path", "(none)",
-       kSummaryAllowed,
+      {kEnvSummaryJson, "path", "(none)", kSummaryAllowed,
        "write the per-rank JSON summary here at stop"},
       {kEnvMemory, "bool", "1", kBoolAllowed,
        "attribute allocator reports (bytes allocated, peak live bytes) to layers and op kinds"},
@@ -217,7 +231,8 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvMaxLayers, "int", "1024", "an integer from 1 to 65536",
        "most distinct attention layer names kept; later names are counted but not recorded"},
       {kEnvAggregation, "enum", "auto", kAggregationAllowed,
-       "how ranks' figures come together; auto is local for one rank, else gloo with a group handed in (Python), else store"},
+       "how ranks' figures come together; auto is local for one rank, else gloo with a group "
+       "handed in (Python), else store"},
       {kEnvStragglerThreshold, "float", "1.2", "a number from 1.01 to 100",
        "straggler when attention time per step exceeds threshold x the median of all ranks"},
       {kEnvStragglerWindows, "int", "3", "an integer from 1 to 1000",
@@ -230,7 +245,8 @@ const std::vector<Config::Variable>& Config::variables() {
        "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
        "provides a store; 0 means MASTER_PORT + 1"},
       {kEnvPort, "int", "9464", "an integer from 0 to 65535",
-       "Prometheus /metrics port of local rank 0; local rank r serves port + r; 0 turns export off"},
+       "Prometheus /metrics port of local rank 0; local rank r serves port + r; 0 turns export "
+       "off"},
       {kEnvBind, "string", "0.0.0.0", kBindAllowed, "address the /metrics endpoint listens on"},
       {kEnvMetricsAuth, "string", "(none)", kAuthAllowed,
        "HTTP basic auth for /metrics (and push); scrapes without it get 401"},
@@ -256,7 +272,8 @@ const std::vector<Config::Variable>& Config::variables() {
       {kEnvPeakFlops, "float", "(calibrated)", kPeakFlopsAllowed,
        "the machine's peak flop/s for the roofline; unset: measured at start (float32 matmul)"},
       {kEnvPeakBandwidth, "float", "(calibrated)", kPeakBandwidthAllowed,
-       "the machine's memory bandwidth in bytes/s for the roofline; unset: measured at start (copy)"},
+       "the machine's memory bandwidth in bytes/s for the roofline; unset: measured at start "
+       "(copy)"},
       {kEnvCalibrate, "bool", "1", kBoolAllowed,
        "measure the ceilings not given above at start (a matmul and a copy, about 0.3 s on a CPU)"},
       {kEnvAttentionModules, "regex", "(built-in rule)", kRegexAllowed,
@@ -325,7 +342,8 @@ bool Config::set(const std::string& name, const std::string& value) {
   } else if (name == kEnvPeakFlops) {
     peakFlops = parseDouble(name, value, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
   } else if (name == kEnvPeakBandwidth) {
-    peakBandwidth = parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
+    peakBandwidth =
+        parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
   } else if (name == kEnvCalibrate) {
     calibrate = parseBool(name, value);
   } else if (name == kEnvAttentionModules) {
@@ -350,10 +368,10 @@ void Config::validate() const {
     fail(kEnvIntervalS, v.str(), "is out of range", "a number from 0.1 to 3600");
   }
   if (maxLayers < 1 || maxLayers > kMaxMaxLayers) {
-    fail(kEnvMaxLayers, std::to_string(maxLayers), "is out of range",
-         "an integer from 1 to 65536");
+    fail(kEnvMaxLayers, std::to_string(maxLayers), "is out of range", "an integer from 1 to 65536");
   }
-  const auto checkRange = [](const char* name, double v, double lo, double hi, const char* allowed) {
+  const auto checkRange = [](const char* name, double v, double lo, double hi,
+                             const char* allowed) {
     if (!(v >= lo && v <= hi)) {
       std::ostringstream text;
       text << v;
@@ -365,16 +383,17 @@ void Config::validate() const {
              "an integer from 1 to 1000");
   checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
   checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
-  if (peakFlops != 0) checkRange(kEnvPeakFlops, peakFlops, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
+  if (peakFlops != 0)
+    checkRange(kEnvPeakFlops, peakFlops, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
   if (peakBandwidth != 0) {
-    checkRange(kEnvPeakBandwidth, peakBandwidth, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
+    checkRange(kEnvPeakBandwidth, peakBandwidth, kMinPeakBandwidth, kMaxPeakBandwidth,
+               kPeakBandwidthAllowed);
   }
   if (!roofline && (peakFlops != 0 || peakBandwidth != 0)) {
     std::ostringstream v;
     v << (peakFlops != 0 ? peakFlops : peakBandwidth);
     fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth, v.str(),
-         "has no effect with ATTNSCOPE_ROOFLINE=0",
-         "leave it unset, or set ATTNSCOPE_ROOFLINE=1");
+         "has no effect with ATTNSCOPE_ROOFLINE=0", "leave it unset, or set ATTNSCOPE_ROOFLINE=1");
   }
   checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
   if (static_cast<int>(gpuTiming) > static_cast<int>(GpuTiming::kOff)) {
@@ -406,14 +425,17 @@ void Config::validate() const {
            "a token of 16 or more printable characters");
     }
   }
-  if (!fileSd.empty()) checkWritableFile(kEnvFileSd, fileSd, fileSd, "a file path in an existing, writable directory");
+  if (!fileSd.empty())
+    checkWritableFile(kEnvFileSd, fileSd, fileSd, "a file path in an existing, writable directory");
   if (!job.empty()) {
     bool ok = job.size() <= 128;
     for (unsigned char c : job) ok = ok && (std::isalnum(c) || c == '_' || c == '-' || c == '.');
     if (!ok) fail(kEnvJob, job, "has characters a label value should not carry", kJobAllowed);
   }
-  if (!summaryJson.empty()) checkWritableFile(kEnvSummaryJson, summaryJson, summaryPathForRank(0), kSummaryAllowed);
-  checkRange(kEnvTraceMaxMb, static_cast<double>(traceMaxMb), 1, kMaxTraceMaxMb, kTraceMaxMbAllowed);
+  if (!summaryJson.empty())
+    checkWritableFile(kEnvSummaryJson, summaryJson, summaryPathForRank(0), kSummaryAllowed);
+  checkRange(kEnvTraceMaxMb, static_cast<double>(traceMaxMb), 1, kMaxTraceMaxMb,
+             kTraceMaxMbAllowed);
   if (!traceDir.empty()) {
     // The directory itself, or else its nearest existing ancestor (the store creates the rest).
     std::string dir = traceDir;
@@ -426,12 +448,14 @@ void Config::validate() const {
     }
     if (!S_ISDIR(st.st_mode)) {
       fail(kEnvTraceDir, traceDir,
-           existing == dir ? "is not a directory" : "cannot be created (" + existing + " is not a directory)",
+           existing == dir ? "is not a directory"
+                           : "cannot be created (" + existing + " is not a directory)",
            kTraceDirAllowed);
     }
     if (::access(existing.c_str(), W_OK | X_OK) != 0) {
       fail(kEnvTraceDir, traceDir,
-           existing == dir ? "is not writable" : "cannot be created (" + existing + " is not writable)",
+           existing == dir ? "is not writable"
+                           : "cannot be created (" + existing + " is not writable)",
            kTraceDirAllowed);
     }
   }

@@ -7,11 +7,16 @@ namespace attnscope {
 
 const char* logLevelName(LogLevel level) {
   switch (level) {
-    case LogLevel::kOff: return "off";
-    case LogLevel::kError: return "error";
-    case LogLevel::kWarn: return "warn";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kDebug: return "debug";
+    case LogLevel::kOff:
+      return "off";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kWarn:
+      return "warn";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kDebug:
+      return "debug";
   }
   return "?";
 }
@@ -30,7 +35,8 @@ void Log::write(LogLevel level, const std::string& message) {
   std::lock_guard<std::mutex> lock(mu);
   const int rank = rank_.load();
   if (rank >= 0) {
-    std::fprintf(stderr, "[attnscope rank %d] %s: %s\n", rank, logLevelName(level), message.c_str());
+    std::fprintf(stderr, "[attnscope rank %d] %s: %s\n", rank, logLevelName(level),
+                 message.c_str());
   } else {
     std::fprintf(stderr, "[attnscope] %s: %s\n", logLevelName(level), message.c_str());
   }

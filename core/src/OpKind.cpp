@@ -21,7 +21,7 @@ enum class Family : uint8_t {
   kAdd,          // add, add_: a projection's bias, or a mask added to the scores
   kElementwise,  // mul, div, sub: scaling
   kFused,
-  kPositional,   // rotary embeddings: complex views and products, the half rotation's neg
+  kPositional,  // rotary embeddings: complex views and products, the half rotation's neg
 };
 
 const std::unordered_map<std::string_view, Family>& families() {
@@ -29,7 +29,8 @@ const std::unordered_map<std::string_view, Family>& families() {
     std::unordered_map<std::string_view, Family> m;
     for (const char* n : {"linear", "addmm", "mm", "_addmm_activation"}) m[n] = Family::kProjection;
     m["t"] = Family::kWeightT;
-    for (const char* n : {"bmm", "matmul", "baddbmm", "einsum", "_bmm"}) m[n] = Family::kBatchMatmul;
+    for (const char* n : {"bmm", "matmul", "baddbmm", "einsum", "_bmm"})
+      m[n] = Family::kBatchMatmul;
     for (const char* n : {"softmax", "_softmax", "log_softmax", "_log_softmax", "_masked_softmax",
                           "_safe_softmax"}) {
       m[n] = Family::kSoftmax;
@@ -42,14 +43,32 @@ const std::unordered_map<std::string_view, Family>& families() {
                           "alpha_dropout", "bernoulli", "bernoulli_"}) {
       m[n] = Family::kDropout;
     }
-    for (const char* n :
-         {"view", "reshape", "_reshape_alias", "_unsafe_view", "view_as", "transpose", "transpose_",
-          "permute", "contiguous", "clone", "copy_", "chunk", "split", "split_with_sizes",
-          "unsafe_split", "unsafe_chunk", "unflatten", "flatten", "expand", "expand_as", "select",
-          "slice", "narrow", "unsqueeze", "squeeze", "squeeze_", "unsqueeze_", "cat", "stack",
-          "to", "_to_copy", "empty", "empty_like", "empty_strided", "as_strided", "unbind",
-          "repeat", "detach", "detach_", "alias", "zeros", "zeros_like", "ones", "ones_like", "lift_fresh",
-          "tensor_split", "movedim", "swapaxes", "resize_", "fill_", "zero_"}) {
+    for (const char* n : {"view",           "reshape",
+                          "_reshape_alias", "_unsafe_view",
+                          "view_as",        "transpose",
+                          "transpose_",     "permute",
+                          "contiguous",     "clone",
+                          "copy_",          "chunk",
+                          "split",          "split_with_sizes",
+                          "unsafe_split",   "unsafe_chunk",
+                          "unflatten",      "flatten",
+                          "expand",         "expand_as",
+                          "select",         "slice",
+                          "narrow",         "unsqueeze",
+                          "squeeze",        "squeeze_",
+                          "unsqueeze_",     "cat",
+                          "stack",          "to",
+                          "_to_copy",       "empty",
+                          "empty_like",     "empty_strided",
+                          "as_strided",     "unbind",
+                          "repeat",         "detach",
+                          "detach_",        "alias",
+                          "zeros",          "zeros_like",
+                          "ones",           "ones_like",
+                          "lift_fresh",     "tensor_split",
+                          "movedim",        "swapaxes",
+                          "resize_",        "fill_",
+                          "zero_"}) {
       m[n] = Family::kLayout;
     }
     for (const char* n : {"add", "add_"}) m[n] = Family::kAdd;
@@ -84,27 +103,42 @@ std::string_view stripNamespace(const char* opName) {
 
 const char* opKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kQkvProjection: return "qkv_projection";
-    case OpKind::kScoreMatmul: return "score_matmul";
-    case OpKind::kSoftmax: return "softmax";
-    case OpKind::kDropout: return "dropout";
-    case OpKind::kContextMatmul: return "context_matmul";
-    case OpKind::kOutputProjection: return "output_projection";
-    case OpKind::kLayoutCopy: return "layout_copy";
-    case OpKind::kFusedAttention: return "fused_attention";
-    case OpKind::kOther: return "other";
-    case OpKind::kPositional: return "positional";
-    case OpKind::kCount: break;
+    case OpKind::kQkvProjection:
+      return "qkv_projection";
+    case OpKind::kScoreMatmul:
+      return "score_matmul";
+    case OpKind::kSoftmax:
+      return "softmax";
+    case OpKind::kDropout:
+      return "dropout";
+    case OpKind::kContextMatmul:
+      return "context_matmul";
+    case OpKind::kOutputProjection:
+      return "output_projection";
+    case OpKind::kLayoutCopy:
+      return "layout_copy";
+    case OpKind::kFusedAttention:
+      return "fused_attention";
+    case OpKind::kOther:
+      return "other";
+    case OpKind::kPositional:
+      return "positional";
+    case OpKind::kCount:
+      break;
   }
   return "?";
 }
 
 const char* phaseName(Phase phase) {
   switch (phase) {
-    case Phase::kForward: return "forward";
-    case Phase::kBackward: return "backward";
-    case Phase::kRecompute: return "recompute";
-    case Phase::kCount: break;
+    case Phase::kForward:
+      return "forward";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kRecompute:
+      return "recompute";
+    case Phase::kCount:
+      break;
   }
   return "?";
 }
@@ -146,9 +180,12 @@ bool isFusedAttentionOp(const char* opName) { return familyOf(opName) == Family:
 
 OpKind regionOpKind(const char* opName) {
   switch (familyOf(opName)) {
-    case Family::kFused: return OpKind::kFusedAttention;
-    case Family::kSoftmax: return OpKind::kSoftmax;
-    default: return OpKind::kOther;
+    case Family::kFused:
+      return OpKind::kFusedAttention;
+    case Family::kSoftmax:
+      return OpKind::kSoftmax;
+    default:
+      return OpKind::kOther;
   }
 }
 

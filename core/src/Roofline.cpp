@@ -6,9 +6,12 @@ namespace attnscope {
 
 const char* boundName(Bound b) {
   switch (b) {
-    case Bound::kMemory: return "memory";
-    case Bound::kCompute: return "compute";
-    case Bound::kUnknown: break;
+    case Bound::kMemory:
+      return "memory";
+    case Bound::kCompute:
+      return "compute";
+    case Bound::kUnknown:
+      break;
   }
   return "unknown";
 }

@@ -3,9 +3,11 @@
 namespace attnscope {
 namespace {
 
-const CellStats* deviceCell(const StatsTable* device, const std::string& layer, int phase, int kind) {
+const CellStats* deviceCell(const StatsTable* device, const std::string& layer, int phase,
+                            int kind) {
   if (device == nullptr) return nullptr;
-  for (const LayerStats& l : device->layers()) {  // few layers; the exporters call this per interval
+  for (const LayerStats& l :
+       device->layers()) {  // few layers; the exporters call this per interval
     if (l.name != layer) continue;
     const PhaseStats* p = l.phases[phase].get();
     return p != nullptr ? p->kinds[kind].get() : nullptr;

@@ -55,7 +55,8 @@ void hashShape(const TensorShape& s, Hasher* h) {
   h->add(s.dim);
   const int d = std::min<int>(s.dim, TensorShape::kMaxDims);
   for (int j = 0; j < d; ++j) h->add(static_cast<uint64_t>(s.sizes[j]));
-  h->add(static_cast<uint64_t>(s.elementSize) | (s.floating ? 0x100u : 0u) | (s.contiguous ? 0x200u : 0u));
+  h->add(static_cast<uint64_t>(s.elementSize) | (s.floating ? 0x100u : 0u) |
+         (s.contiguous ? 0x200u : 0u));
 }
 
 }  // namespace
@@ -641,7 +642,8 @@ bool einsum(const OpArgs& a, Costs* c) {
   const size_t comma = lhs.find(',');
   terms[0] = lhs.substr(0, comma);
   if (comma != std::string::npos) terms[1] = lhs.substr(comma + 1);
-  if ((comma == std::string::npos ? 1 : 2) != operands || terms[1].find(',') != std::string::npos) return false;
+  if ((comma == std::string::npos ? 1 : 2) != operands || terms[1].find(',') != std::string::npos)
+    return false;
 
   std::array<int64_t, 128> size;  // per letter; -1 unseen
   size.fill(-1);
@@ -662,7 +664,8 @@ bool einsum(const OpArgs& a, Costs* c) {
     const int named = static_cast<int>(letters.size());
     const int rest = shape.dim - named;  // the dimensions "..." stands for
     if (rest < 0 || (dots == std::string::npos && rest != 0)) return false;
-    const int before = dots == std::string::npos ? named : static_cast<int>(dots);  // letters before "..."
+    const int before =
+        dots == std::string::npos ? named : static_cast<int>(dots);  // letters before "..."
     if (dots != std::string::npos) {
       anyEllipsis = true;
       TensorShape mine;

@@ -93,7 +93,8 @@ RankWindow RankWindow::fromVector(const double* v) {
   w.topShare = v[i++];
   w.controlGeneration = toInteger<uint64_t>(v[i++]);
   w.controlPaused = v[i++] != 0;
-  w.controlSampleEvery = std::max<int64_t>(1, std::min<int64_t>(1000000, toInteger<int64_t>(v[i++])));
+  w.controlSampleEvery =
+      std::max<int64_t>(1, std::min<int64_t>(1000000, toInteger<int64_t>(v[i++])));
   return w;
 }
 
@@ -111,9 +112,12 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
                                               double nowSeconds) {
   const size_t n = static_cast<size_t>(worldSize_);
   const RankWindow absent;
-  auto report = [&](size_t r) -> const RankWindow& { return r < windows.size() ? windows[r] : absent; };
+  auto report = [&](size_t r) -> const RankWindow& {
+    return r < windows.size() ? windows[r] : absent;
+  };
   auto sampled = [&](size_t r) {
-    return report(r).present && report(r).sampledSteps >= static_cast<uint32_t>(options_.minSampledSteps);
+    return report(r).present &&
+           report(r).sampledSteps >= static_cast<uint32_t>(options_.minSampledSteps);
   };
 
   ClusterRound next;
@@ -139,7 +143,8 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
 
   double latestChange = -std::numeric_limits<double>::infinity();
   for (size_t r = 0; r < n; ++r) {
-    if (report(r).present && seen(lastStepChange_[r])) latestChange = std::max(latestChange, lastStepChange_[r]);
+    if (report(r).present && seen(lastStepChange_[r]))
+      latestChange = std::max(latestChange, lastStepChange_[r]);
   }
 
   next.ranks.resize(n);
@@ -187,7 +192,8 @@ std::string StragglerDetector::describe(const RankStatus& status,
     return head + "missing since round " + std::to_string(status.missingSinceRound);
   }
   if (status.hung) {
-    std::snprintf(buf, sizeof(buf), "step counter stalled at %llu for %.0fs while other ranks advance",
+    std::snprintf(buf, sizeof(buf),
+                  "step counter stalled at %llu for %.0fs while other ranks advance",
                   static_cast<unsigned long long>(status.lastStep), status.stalledSeconds);
     return head + buf;
   }

@@ -16,12 +16,14 @@ const std::string* find(const std::map<std::string, std::string>& vars, const ch
   return it == vars.end() || it->second.empty() ? nullptr : &it->second;
 }
 
-int parseInt(const char* name, const std::string& value, long lo, long hi, const std::string& allowed) {
+int parseInt(const char* name, const std::string& value, long lo, long hi,
+             const std::string& allowed) {
   errno = 0;
   char* end = nullptr;
   const long v = std::strtol(value.c_str(), &end, 10);
   if (end == value.c_str() || *end != '\0' || errno == ERANGE || v < lo || v > hi) {
-    throw std::invalid_argument(std::string(name) + "=\"" + value + "\" is not valid; allowed: " + allowed);
+    throw std::invalid_argument(std::string(name) + "=\"" + value +
+                                "\" is not valid; allowed: " + allowed);
   }
   return static_cast<int>(v);
 }
@@ -57,7 +59,8 @@ Topology Topology::fromVariables(const std::map<std::string, std::string>& vars)
     t.source = "single";
   }
   if (rankVar != nullptr) {
-    t.worldSize = parseInt(worldVar, *find(vars, worldVar), 1, 1 << 24, "an integer from 1 to 16777216");
+    t.worldSize =
+        parseInt(worldVar, *find(vars, worldVar), 1, 1 << 24, "an integer from 1 to 16777216");
     const std::string rankAllowed = "an integer from 0 to " + std::to_string(t.worldSize - 1) +
                                     " (" + worldVar + " is " + std::to_string(t.worldSize) + ")";
     t.rank = parseInt(rankVar, *find(vars, rankVar), 0, t.worldSize - 1, rankAllowed);
@@ -75,7 +78,8 @@ Topology Topology::fromVariables(const std::map<std::string, std::string>& vars)
     t.masterPort = parseInt("MASTER_PORT", *p, 1, 65535, "an integer from 1 to 65535");
   }
   if (const std::string* r = find(vars, "TORCHELASTIC_RUN_ID")) t.runId = *r;
-  if (const std::string* s = find(vars, "TORCHELASTIC_USE_AGENT_STORE")) t.agentStore = *s == "True";
+  if (const std::string* s = find(vars, "TORCHELASTIC_USE_AGENT_STORE"))
+    t.agentStore = *s == "True";
   return t;
 }
 

@@ -49,7 +49,8 @@ void addHistogram(MetricFamily* f, Labels labels, const LogHistogram& h) {
   uint64_t cumulative = 0;
   int next = 0;  // LogHistogram buckets below the current bound already counted
   for (int k = kFirstBoundExp2; k <= kLastBoundExp2; ++k) {
-    const int end = (k * LogHistogram::kSubBuckets) / 2 - LogHistogram::kMinExp * LogHistogram::kSubBuckets;
+    const int end =
+        (k * LogHistogram::kSubBuckets) / 2 - LogHistogram::kMinExp * LogHistogram::kSubBuckets;
     for (; next < end; ++next) cumulative += buckets[next];
     m.histogram.bucket.push_back({cumulative, std::pow(2.0, k / 2.0)});
   }
@@ -99,23 +100,27 @@ void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const L
   const std::string what = device ? "attention_device" : "attention";
   const std::string histName = prefix + what + "_seconds";
   const std::string opName = prefix + what + "_op_seconds_total";
-  MetricFamily hist = family(histName.c_str(),
-                             device ? "Device (kernel) time of one attention call, from CUPTI or CUDA events"
-                                    : "Wall time of one attention call (forward: the scope; backward: its autograd nodes)",
-                             MetricType::Histogram);
-  MetricFamily ops = family(opName.c_str(), device ? "Device time of attention ops of one kind"
-                                                   : "Time spent in attention ops of one kind",
+  MetricFamily hist = family(
+      histName.c_str(),
+      device ? "Device (kernel) time of one attention call, from CUPTI or CUDA events"
+             : "Wall time of one attention call (forward: the scope; backward: its autograd nodes)",
+      MetricType::Histogram);
+  MetricFamily ops = family(opName.c_str(),
+                            device ? "Device time of attention ops of one kind"
+                                   : "Time spent in attention ops of one kind",
                             MetricType::Counter);
   MetricFamily bytes = family("attnscope_attention_allocated_bytes_total",
                               "Bytes allocated inside attention calls", MetricType::Counter);
-  MetricFamily peak = family("attnscope_attention_peak_bytes",
-                             "Largest peak of live bytes above the call's start inside one attention call",
-                             MetricType::Gauge);
+  MetricFamily peak =
+      family("attnscope_attention_peak_bytes",
+             "Largest peak of live bytes above the call's start inside one attention call",
+             MetricType::Gauge);
   for (const auto& [key, lp] : cells(stats, layerLabels)) {
     const Labels labels = cellLabels(base, key.first, key.second, layerLabels);
     addHistogram(&hist, labels, lp.call.seconds);
     for (const auto& [kind, cell] : lp.kinds) {
-      addValue(&ops, with(labels, {{"op_kind", opKindName(static_cast<OpKind>(kind))}}), cell.seconds.sum());
+      addValue(&ops, with(labels, {{"op_kind", opKindName(static_cast<OpKind>(kind))}}),
+               cell.seconds.sum());
     }
     if (withMemory) {
       addValue(&bytes, labels, static_cast<double>(lp.call.bytes));
@@ -142,30 +147,40 @@ void addStats(std::vector<MetricFamily>* out, const std::string& prefix, const L
     }
   }
   if (backends.empty()) return;
-  MetricFamily ops_ = family("attnscope_attention_backend_ops_total",
-                             "Fused-attention ops (forward) and their kernels' autograd nodes (backward) "
-                             "per backend that ran",
-                             MetricType::Counter);
+  MetricFamily ops_ =
+      family("attnscope_attention_backend_ops_total",
+             "Fused-attention ops (forward) and their kernels' autograd nodes (backward) "
+             "per backend that ran",
+             MetricType::Counter);
   for (const auto& [key, n] : backends) {
     const Labels labels = cellLabels(base, std::get<0>(key), std::get<1>(key), layerLabels);
-    addValue(&ops_, with(labels, {{"backend", attentionBackendName(static_cast<AttentionBackend>(std::get<2>(key)))}}),
-             static_cast<double>(n));
+    addValue(
+        &ops_,
+        with(labels,
+             {{"backend", attentionBackendName(static_cast<AttentionBackend>(std::get<2>(key)))}}),
+        static_cast<double>(n));
   }
   out->push_back(std::move(ops_));
 }
 
 // The GPU path: which timing source runs (always, so a fallback shows), and when it runs its
 // health, the caching allocator's figures, device time per layer and the attention backends.
-void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r, bool layerLabels) {
+void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r,
+            bool layerLabels) {
   const GpuStatus& g = r.gpu;
-  MetricFamily source = family("attnscope_gpu_timing_source",
-                               "1 for the GPU timing source in use (off, events, cupti, both)", MetricType::Gauge);
-  addValue(&source, with(base, {{"source", gpuTimingName(g.source)}, {"requested", gpuTimingName(g.requested)}}), 1);
+  MetricFamily source =
+      family("attnscope_gpu_timing_source",
+             "1 for the GPU timing source in use (off, events, cupti, both)", MetricType::Gauge);
+  addValue(
+      &source,
+      with(base, {{"source", gpuTimingName(g.source)}, {"requested", gpuTimingName(g.requested)}}),
+      1);
   out->push_back(std::move(source));
-  MetricFamily fallback = family("attnscope_gpu_timing_fallback",
-                                 "1 when the source in use is not the one asked for (CUPTI held by another "
-                                 "subscriber, no GPU); the reason is logged and in the summary",
-                                 MetricType::Gauge);
+  MetricFamily fallback =
+      family("attnscope_gpu_timing_fallback",
+             "1 when the source in use is not the one asked for (CUPTI held by another "
+             "subscriber, no GPU); the reason is logged and in the summary",
+             MetricType::Gauge);
   addValue(&fallback, base, g.fallbackReason.empty() ? 0 : 1);
   out->push_back(std::move(fallback));
   if (g.source == GpuTiming::kOff && g.device < 0) return;
@@ -174,12 +189,14 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
     addValue(&f, base, static_cast<double>(v));
     out->push_back(std::move(f));
   };
-  counter("attnscope_gpu_kernels_attributed_total", "Kernel, memcpy and memset records given to a layer",
-          g.kernelsAttributed);
-  counter("attnscope_gpu_records_unattributed_total", "Device records outside attention calls", g.recordsUnattributed);
-  counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store", g.cuptiRecordsDropped);
-  counter("attnscope_gpu_spans_dropped_total", "Attention calls not timed: the CUDA event pool was exhausted",
-          g.spansDropped);
+  counter("attnscope_gpu_kernels_attributed_total",
+          "Kernel, memcpy and memset records given to a layer", g.kernelsAttributed);
+  counter("attnscope_gpu_records_unattributed_total", "Device records outside attention calls",
+          g.recordsUnattributed);
+  counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store",
+          g.cuptiRecordsDropped);
+  counter("attnscope_gpu_spans_dropped_total",
+          "Attention calls not timed: the CUDA event pool was exhausted", g.spansDropped);
   counter("attnscope_gpu_event_errors_total", "CUDA event record or query failures", g.eventErrors);
   if (g.device >= 0) {
     const Labels dev = with(base, {{"device", std::to_string(g.device)}});
@@ -188,18 +205,24 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
       addValue(&f, dev, static_cast<double>(v));
       out->push_back(std::move(f));
     };
-    gauge("attnscope_gpu_allocated_bytes", "CUDA caching allocator: bytes allocated", g.allocatedBytes);
-    gauge("attnscope_gpu_reserved_bytes", "CUDA caching allocator: bytes reserved", g.reservedBytes);
-    gauge("attnscope_gpu_peak_allocated_bytes", "CUDA caching allocator: peak bytes allocated", g.peakAllocatedBytes);
-    gauge("attnscope_gpu_peak_reserved_bytes", "CUDA caching allocator: peak bytes reserved", g.peakReservedBytes);
+    gauge("attnscope_gpu_allocated_bytes", "CUDA caching allocator: bytes allocated",
+          g.allocatedBytes);
+    gauge("attnscope_gpu_reserved_bytes", "CUDA caching allocator: bytes reserved",
+          g.reservedBytes);
+    gauge("attnscope_gpu_peak_allocated_bytes", "CUDA caching allocator: peak bytes allocated",
+          g.peakAllocatedBytes);
+    gauge("attnscope_gpu_peak_reserved_bytes", "CUDA caching allocator: peak bytes reserved",
+          g.peakReservedBytes);
   }
   if (!r.deviceStats.layers().empty()) {
-    addStats(out, "attnscope_", base, r.deviceStats, layerLabels, /*withMemory=*/false, /*device=*/true);
+    addStats(out, "attnscope_", base, r.deviceStats, layerLabels, /*withMemory=*/false,
+             /*device=*/true);
   }
   if (!g.backends.empty()) {
-    MetricFamily kernels = family("attnscope_attention_backend_kernels_total",
-                                  "Fused-attention kernels per backend (flash, memory_efficient, cudnn, math)",
-                                  MetricType::Counter);
+    MetricFamily kernels =
+        family("attnscope_attention_backend_kernels_total",
+               "Fused-attention kernels per backend (flash, memory_efficient, cudnn, math)",
+               MetricType::Counter);
     std::map<std::pair<std::string, int>, uint64_t> sums;
     for (const GpuStatus::LayerBackends& l : g.backends) {
       for (int b = 0; b < kNumAttentionBackends; ++b) {
@@ -219,14 +242,14 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
 // Roofline (docs/ROOFLINE.md): per (layer, phase, op kind) the formulas' flops and bytes and the
 // seconds they took (counters: rate(flops)/rate(seconds) is the achieved flop/s of an interval),
 // and against the ceilings the cumulative bound and fraction of the roof (gauges).
-void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r, const StatsTable& stats,
-                 bool layerLabels) {
+void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankMetrics& r,
+                 const StatsTable& stats, bool layerLabels) {
   const RunInfo& run = r.run;
   if (!run.roofline) return;
   const Ceilings& c = run.ceilings;
-  MetricFamily peakFlops = family("attnscope_roofline_peak_flops_per_second",
-                                  "The compute ceiling (source: calibration, config, config+calibration)",
-                                  MetricType::Gauge);
+  MetricFamily peakFlops = family(
+      "attnscope_roofline_peak_flops_per_second",
+      "The compute ceiling (source: calibration, config, config+calibration)", MetricType::Gauge);
   MetricFamily peakBytes = family("attnscope_roofline_peak_bytes_per_second",
                                   "The memory-bandwidth ceiling, bytes/s", MetricType::Gauge);
   if (c.known()) {
@@ -237,25 +260,34 @@ void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankM
   out->push_back(std::move(peakBytes));
   {
     const MachineInfo& m = run.machine;
-    MetricFamily f = family("attnscope_machine_info", "The hardware this rank runs on (value 1)", MetricType::Gauge);
-    addValue(&f, with(base, {{"cpu_model", m.cpuModel}, {"cpu_cores", std::to_string(m.cpuCores)},
-                             {"threads", std::to_string(m.threads)}, {"blas", m.blas}, {"gpu_name", m.gpuName},
-                             {"gpu_driver", m.gpuDriver}, {"gpu_memory_bytes", std::to_string(m.gpuMemoryBytes)}}),
+    MetricFamily f = family("attnscope_machine_info", "The hardware this rank runs on (value 1)",
+                            MetricType::Gauge);
+    addValue(&f,
+             with(base, {{"cpu_model", m.cpuModel},
+                         {"cpu_cores", std::to_string(m.cpuCores)},
+                         {"threads", std::to_string(m.threads)},
+                         {"blas", m.blas},
+                         {"gpu_name", m.gpuName},
+                         {"gpu_driver", m.gpuDriver},
+                         {"gpu_memory_bytes", std::to_string(m.gpuMemoryBytes)}}),
              1);
     out->push_back(std::move(f));
   }
-  MetricFamily reads = family("attnscope_roofline_shape_reads_total",
-                              "Top-level attention ops whose argument shapes were read (sampled steps only)",
-                              MetricType::Counter);
+  MetricFamily reads =
+      family("attnscope_roofline_shape_reads_total",
+             "Top-level attention ops whose argument shapes were read (sampled steps only)",
+             MetricType::Counter);
   addValue(&reads, base, static_cast<double>(run.shapeReads));
   out->push_back(std::move(reads));
-  MetricFamily changes = family("attnscope_roofline_shape_changes_total",
-                                "Shape reads that found new shapes for their layer and op (formulas evaluated)",
-                                MetricType::Counter);
+  MetricFamily changes =
+      family("attnscope_roofline_shape_changes_total",
+             "Shape reads that found new shapes for their layer and op (formulas evaluated)",
+             MetricType::Counter);
   addValue(&changes, base, static_cast<double>(run.shapeChanges));
   out->push_back(std::move(changes));
 
-  const StatsTable* device = r.gpu.source != GpuTiming::kOff && !r.deviceStats.layers().empty() ? &r.deviceStats : nullptr;
+  const StatsTable* device =
+      r.gpu.source != GpuTiming::kOff && !r.deviceStats.layers().empty() ? &r.deviceStats : nullptr;
   struct Sum {
     double seconds = 0, flops = 0, bytes = 0;
   };
@@ -263,29 +295,34 @@ void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankM
   const auto& layers = stats.layers();
   for (const RooflineCell& cell : rooflineCells(stats, device, c)) {
     if (cell.modelledSeconds <= 0 && cell.flops <= 0 && cell.bytes <= 0) continue;
-    Sum& s = sums[{layerLabels ? layers[cell.layer].name : std::string(), static_cast<int>(cell.phase),
-                   static_cast<int>(cell.kind)}];
+    Sum& s = sums[{layerLabels ? layers[cell.layer].name : std::string(),
+                   static_cast<int>(cell.phase), static_cast<int>(cell.kind)}];
     s.seconds += cell.modelledSeconds;
     s.flops += cell.flops;
     s.bytes += cell.bytes;
   }
-  MetricFamily flops = family("attnscope_roofline_flops_total",
-                              "Floating-point operations of attention ops, from their shapes (sampled steps)",
-                              MetricType::Counter);
-  MetricFamily bytes = family("attnscope_roofline_bytes_total",
-                              "Minimum bytes moved by attention ops, from their shapes (sampled steps)",
-                              MetricType::Counter);
-  MetricFamily seconds = family("attnscope_roofline_seconds_total",
-                                "Time of the attention ops counted in attnscope_roofline_flops_total (device time "
-                                "with GPU timing)",
-                                MetricType::Counter);
-  MetricFamily fraction = family("attnscope_roofline_ceiling_fraction",
-                                 "Achieved over attainable: flop/s over the roof at the ops' intensity (bytes/s over "
-                                 "the bandwidth for ops without flops), since start",
-                                 MetricType::Gauge);
-  MetricFamily bound = family("attnscope_roofline_bound",
-                              "1 for the ceiling that limits the ops (bound=memory or compute), since start",
-                              MetricType::Gauge);
+  MetricFamily flops =
+      family("attnscope_roofline_flops_total",
+             "Floating-point operations of attention ops, from their shapes (sampled steps)",
+             MetricType::Counter);
+  MetricFamily bytes =
+      family("attnscope_roofline_bytes_total",
+             "Minimum bytes moved by attention ops, from their shapes (sampled steps)",
+             MetricType::Counter);
+  MetricFamily seconds =
+      family("attnscope_roofline_seconds_total",
+             "Time of the attention ops counted in attnscope_roofline_flops_total (device time "
+             "with GPU timing)",
+             MetricType::Counter);
+  MetricFamily fraction =
+      family("attnscope_roofline_ceiling_fraction",
+             "Achieved over attainable: flop/s over the roof at the ops' intensity (bytes/s over "
+             "the bandwidth for ops without flops), since start",
+             MetricType::Gauge);
+  MetricFamily bound =
+      family("attnscope_roofline_bound",
+             "1 for the ceiling that limits the ops (bound=memory or compute), since start",
+             MetricType::Gauge);
   for (const auto& [key, s] : sums) {
     Labels l = base;
     if (layerLabels) l.push_back({"layer", std::get<0>(key)});
@@ -300,7 +337,8 @@ void addRoofline(std::vector<MetricFamily>* out, const Labels& base, const RankM
     addValue(&bound, with(l, {{"bound", "memory"}}), p.bound == Bound::kMemory ? 1 : 0);
     addValue(&bound, with(l, {{"bound", "compute"}}), p.bound == Bound::kCompute ? 1 : 0);
   }
-  for (MetricFamily* f : {&flops, &bytes, &seconds, &fraction, &bound}) out->push_back(std::move(*f));
+  for (MetricFamily* f : {&flops, &bytes, &seconds, &fraction, &bound})
+    out->push_back(std::move(*f));
 }
 
 }  // namespace
@@ -325,57 +363,74 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
     out.push_back(std::move(f));
   };
   {
-    MetricFamily f = family("attnscope_build_info", "attnscope build and run facts (value 1)", MetricType::Gauge);
-    addValue(&f, with(base, {{"version", id.version}, {"torch_version", id.torchVersion}, {"backend", id.aggregation}}), 1);
+    MetricFamily f = family("attnscope_build_info", "attnscope build and run facts (value 1)",
+                            MetricType::Gauge);
+    addValue(&f,
+             with(base, {{"version", id.version},
+                         {"torch_version", id.torchVersion},
+                         {"backend", id.aggregation}}),
+             1);
     out.push_back(std::move(f));
   }
   scalar("attnscope_world_size", "Ranks in the job", MetricType::Gauge, id.worldSize);
-  scalar("attnscope_steps_total", "Training steps ended on this rank (the current step)", MetricType::Counter,
-         static_cast<double>(r.run.stepsSeen));
-  scalar("attnscope_sampled_steps_total", "Training steps recorded on this rank", MetricType::Counter,
-         static_cast<double>(r.run.stepsSampled));
-  scalar("attnscope_step_seconds", "Mean step time in the last reporting window", MetricType::Gauge, r.stepSeconds);
+  scalar("attnscope_steps_total", "Training steps ended on this rank (the current step)",
+         MetricType::Counter, static_cast<double>(r.run.stepsSeen));
+  scalar("attnscope_sampled_steps_total", "Training steps recorded on this rank",
+         MetricType::Counter, static_cast<double>(r.run.stepsSampled));
+  scalar("attnscope_step_seconds", "Mean step time in the last reporting window", MetricType::Gauge,
+         r.stepSeconds);
   {
-    MetricFamily f = family("attnscope_attention_seconds_per_step",
-                            "Typical attention time per sampled step in the last window (median call x calls per step)",
-                            MetricType::Gauge);
+    MetricFamily f = family(
+        "attnscope_attention_seconds_per_step",
+        "Typical attention time per sampled step in the last window (median call x calls per step)",
+        MetricType::Gauge);
     addValue(&f, with(base, {{"phase", "forward"}}), r.forwardSecondsPerStep);
     addValue(&f, with(base, {{"phase", "backward"}}), r.backwardSecondsPerStep);
     out.push_back(std::move(f));
   }
   addStats(&out, "attnscope_", base, stats, layerLabels, /*withMemory=*/true);
-  scalar("attnscope_overhead_seconds_total",
-         "Time spent in attnscope's own code on the training threads (callbacks, scopes, step fold)",
-         MetricType::Counter, r.overheadSeconds);
+  scalar(
+      "attnscope_overhead_seconds_total",
+      "Time spent in attnscope's own code on the training threads (callbacks, scopes, step fold)",
+      MetricType::Counter, r.overheadSeconds);
   scalar("attnscope_memory_reports_total", "Allocator reports received", MetricType::Counter,
          static_cast<double>(r.run.memoryReports));
-  scalar("attnscope_attention_layers", "Distinct attention layers recorded on this rank (0: nothing found to observe)",
+  scalar("attnscope_attention_layers",
+         "Distinct attention layers recorded on this rank (0: nothing found to observe)",
          MetricType::Gauge, static_cast<double>(r.run.layersSeen));
-  scalar("attnscope_nothing_found", "1 once steps ended with no attention call seen (docs/DISCOVERY.md)",
-         MetricType::Gauge, r.run.nothingFound ? 1 : 0);
-  scalar("attnscope_dropped_calls_total", "Attention calls of layers beyond ATTNSCOPE_MAX_LAYERS (counted, not recorded)",
+  scalar("attnscope_nothing_found",
+         "1 once steps ended with no attention call seen (docs/DISCOVERY.md)", MetricType::Gauge,
+         r.run.nothingFound ? 1 : 0);
+  scalar("attnscope_dropped_calls_total",
+         "Attention calls of layers beyond ATTNSCOPE_MAX_LAYERS (counted, not recorded)",
          MetricType::Counter, static_cast<double>(r.run.droppedCalls));
-  scalar("attnscope_sampling_paused", "1 while recording is paused through /control", MetricType::Gauge, r.paused ? 1 : 0);
-  scalar("attnscope_sample_every", "Record one step in N", MetricType::Gauge, static_cast<double>(r.sampleEvery));
-  scalar("attnscope_exporter_port", "Port this rank's /metrics endpoint listens on", MetricType::Gauge, r.port);
-  scalar("attnscope_exporter_port_fallback", "1 when the configured port was taken and the kernel picked one",
-         MetricType::Gauge, r.portFallback ? 1 : 0);
-  scalar("attnscope_exporter_errors_total", "Exporter failures (port taken, push failed)", MetricType::Counter,
-         static_cast<double>(r.exporterErrors));
+  scalar("attnscope_sampling_paused", "1 while recording is paused through /control",
+         MetricType::Gauge, r.paused ? 1 : 0);
+  scalar("attnscope_sample_every", "Record one step in N", MetricType::Gauge,
+         static_cast<double>(r.sampleEvery));
+  scalar("attnscope_exporter_port", "Port this rank's /metrics endpoint listens on",
+         MetricType::Gauge, r.port);
+  scalar("attnscope_exporter_port_fallback",
+         "1 when the configured port was taken and the kernel picked one", MetricType::Gauge,
+         r.portFallback ? 1 : 0);
+  scalar("attnscope_exporter_errors_total", "Exporter failures (port taken, push failed)",
+         MetricType::Counter, static_cast<double>(r.exporterErrors));
   scalar("attnscope_pushes_total", "Pushes to the push gateway that succeeded", MetricType::Counter,
          static_cast<double>(r.pushes));
-  scalar("attnscope_push_errors_total", "Pushes to the push gateway that failed", MetricType::Counter,
-         static_cast<double>(r.pushErrors));
-  scalar("attnscope_aggregation_rounds_total", "Aggregation rounds whose collectives completed on this rank",
-         MetricType::Counter, static_cast<double>(r.rounds));
-  scalar("attnscope_aggregation_errors_total", "Aggregation rounds or set-ups that failed", MetricType::Counter,
-         static_cast<double>(r.roundErrors));
-  scalar("attnscope_aggregation_degraded", "1 once collectives failed and ranks report through the store",
-         MetricType::Gauge, r.degraded ? 1 : 0);
-  scalar("attnscope_aggregation_round_seconds", "Wall time of the last aggregation round", MetricType::Gauge,
-         r.lastRoundSeconds);
-  scalar("attnscope_aggregation_round_bytes", "Bytes this rank contributed to the last round", MetricType::Gauge,
-         static_cast<double>(r.lastRoundBytes));
+  scalar("attnscope_push_errors_total", "Pushes to the push gateway that failed",
+         MetricType::Counter, static_cast<double>(r.pushErrors));
+  scalar("attnscope_aggregation_rounds_total",
+         "Aggregation rounds whose collectives completed on this rank", MetricType::Counter,
+         static_cast<double>(r.rounds));
+  scalar("attnscope_aggregation_errors_total", "Aggregation rounds or set-ups that failed",
+         MetricType::Counter, static_cast<double>(r.roundErrors));
+  scalar("attnscope_aggregation_degraded",
+         "1 once collectives failed and ranks report through the store", MetricType::Gauge,
+         r.degraded ? 1 : 0);
+  scalar("attnscope_aggregation_round_seconds", "Wall time of the last aggregation round",
+         MetricType::Gauge, r.lastRoundSeconds);
+  scalar("attnscope_aggregation_round_bytes", "Bytes this rank contributed to the last round",
+         MetricType::Gauge, static_cast<double>(r.lastRoundBytes));
   scalar("attnscope_trace_errors_total", "Trace store writes that failed", MetricType::Counter,
          static_cast<double>(r.traceErrors));
   addGpu(&out, base, r, layerLabels);
@@ -390,29 +445,35 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
     addValue(&f, job, value);
     out.push_back(std::move(f));
   };
-  jobScalar("attnscope_job_ranks_expected", "Ranks the job was started with", MetricType::Gauge, id.worldSize);
-  jobScalar("attnscope_job_ranks_reporting", "Ranks that answered the last aggregation round", MetricType::Gauge,
-            last.expectedRanks > 0 ? last.presentRanks : 0);
-  jobScalar("attnscope_job_rounds_total", "Rounds the straggler detector has seen", MetricType::Counter,
-            static_cast<double>(cluster->rounds));
+  jobScalar("attnscope_job_ranks_expected", "Ranks the job was started with", MetricType::Gauge,
+            id.worldSize);
+  jobScalar("attnscope_job_ranks_reporting", "Ranks that answered the last aggregation round",
+            MetricType::Gauge, last.expectedRanks > 0 ? last.presentRanks : 0);
+  jobScalar("attnscope_job_rounds_total", "Rounds the straggler detector has seen",
+            MetricType::Counter, static_cast<double>(cluster->rounds));
   jobScalar("attnscope_job_median_attention_seconds_per_step",
             "Median over ranks of attention time per sampled step, last round", MetricType::Gauge,
             last.medianAttentionSeconds);
   jobScalar("attnscope_straggler_episodes_total", "Straggler episodes begun", MetricType::Counter,
             static_cast<double>(cluster->stragglers.size()));
-  MetricFamily score = family("attnscope_straggler_score",
-                              "A rank's attention time per sampled step over the median of all ranks, last round",
-                              MetricType::Gauge);
-  MetricFamily flag = family("attnscope_straggler", "1 while the rank is a straggler", MetricType::Gauge);
-  MetricFamily hung = family("attnscope_rank_hung", "1 while the rank's step counter stands still and others move",
-                             MetricType::Gauge);
-  MetricFamily missing = family("attnscope_rank_missing", "1 while the rank does not answer rounds", MetricType::Gauge);
-  MetricFamily perStep = family("attnscope_rank_attention_seconds_per_step",
-                                "A rank's attention time per sampled step, last round", MetricType::Gauge);
-  MetricFamily stepTime = family("attnscope_rank_step_seconds", "A rank's mean step time, last round",
-                                 MetricType::Gauge);
-  MetricFamily steps = family("attnscope_rank_steps", "Steps the rank has ended, as of the last round",
-                              MetricType::Gauge);
+  MetricFamily score =
+      family("attnscope_straggler_score",
+             "A rank's attention time per sampled step over the median of all ranks, last round",
+             MetricType::Gauge);
+  MetricFamily flag =
+      family("attnscope_straggler", "1 while the rank is a straggler", MetricType::Gauge);
+  MetricFamily hung =
+      family("attnscope_rank_hung", "1 while the rank's step counter stands still and others move",
+             MetricType::Gauge);
+  MetricFamily missing = family("attnscope_rank_missing", "1 while the rank does not answer rounds",
+                                MetricType::Gauge);
+  MetricFamily perStep =
+      family("attnscope_rank_attention_seconds_per_step",
+             "A rank's attention time per sampled step, last round", MetricType::Gauge);
+  MetricFamily stepTime = family("attnscope_rank_step_seconds",
+                                 "A rank's mean step time, last round", MetricType::Gauge);
+  MetricFamily steps = family("attnscope_rank_steps",
+                              "Steps the rank has ended, as of the last round", MetricType::Gauge);
   for (const RankStatus& s : last.ranks) {
     const Labels l = with(job, {{"rank", std::to_string(s.rank)}});
     addValue(&score, l, s.score);
@@ -424,7 +485,8 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
     addValue(&stepTime, l, s.window.stepSeconds);
     addValue(&steps, l, static_cast<double>(s.lastStep));
   }
-  for (MetricFamily* f : {&score, &flag, &hung, &missing, &perStep, &stepTime, &steps}) out.push_back(std::move(*f));
+  for (MetricFamily* f : {&score, &flag, &hung, &missing, &perStep, &stepTime, &steps})
+    out.push_back(std::move(*f));
   addStats(&out, "attnscope_job_", job, cluster->stats, layerLabels, /*withMemory=*/false);
   return out;
 }

@@ -69,13 +69,20 @@ std::string lowerCase(std::string s) {
 
 const char* reasonPhrase(int status) {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    default: return "Error";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    default:
+      return "Error";
   }
 }
 
@@ -92,15 +99,17 @@ bool sendAll(int fd, const std::string& data) {
 void respond(int fd, int status, const std::string& contentType, const std::string& body,
              const std::string& extraHeaders = "") {
   std::ostringstream head;
-  head << "HTTP/1.1 " << status << " " << reasonPhrase(status) << "\r\nContent-Type: " << contentType
-       << "\r\nContent-Length: " << body.size() << "\r\n" << extraHeaders << "Connection: close\r\n\r\n";
+  head << "HTTP/1.1 " << status << " " << reasonPhrase(status)
+       << "\r\nContent-Type: " << contentType << "\r\nContent-Length: " << body.size() << "\r\n"
+       << extraHeaders << "Connection: close\r\n\r\n";
   sendAll(fd, head.str() + body);
 }
 
 std::string stateJson(const ControlState& s) {
   std::ostringstream out;
   out << "{\"generation\": " << s.generation << ", \"paused\": " << (s.paused ? "true" : "false")
-      << ", \"sample_every\": " << s.sampleEvery << ", \"applies\": \"at the next aggregation round\"}";
+      << ", \"sample_every\": " << s.sampleEvery
+      << ", \"applies\": \"at the next aggregation round\"}";
   return out.str();
 }
 
@@ -131,13 +140,15 @@ MetricsServer::MetricsServer(const MetricsServerOptions& options) : options_(opt
     std::string second;
     if (options.port != 0 && listen(0, &second)) {
       fallback_ = true;
-      ATTNSCOPE_LOG(kError, "metrics port " << wanted << " is not available (" << error << "); serving /metrics on "
-                                            << options.bind << ":" << port_
-                                            << " instead (see attnscope_exporter_port and the file_sd file)");
+      ATTNSCOPE_LOG(kError, "metrics port "
+                                << wanted << " is not available (" << error
+                                << "); serving /metrics on " << options.bind << ":" << port_
+                                << " instead (see attnscope_exporter_port and the file_sd file)");
     } else {
-      ATTNSCOPE_LOG(kError, "metrics endpoint could not listen on " << wanted << " (" << error
-                                                                    << ") nor on a free port; Prometheus export "
-                                                                       "is off on this rank");
+      ATTNSCOPE_LOG(kError, "metrics endpoint could not listen on "
+                                << wanted << " (" << error
+                                << ") nor on a free port; Prometheus export "
+                                   "is off on this rank");
       return;
     }
   }
@@ -206,7 +217,8 @@ void MetricsServer::handle(int fd) {
   char buffer[4096];
   size_t headerEnd = std::string::npos;
   while ((headerEnd = data.find("\r\n\r\n")) == std::string::npos) {
-    if (data.size() > kMaxHeaderBytes) return respond(fd, 413, "text/plain", "request headers too large\n");
+    if (data.size() > kMaxHeaderBytes)
+      return respond(fd, 413, "text/plain", "request headers too large\n");
     const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
     if (n <= 0) return;  // closed or timed out
     data.append(buffer, static_cast<size_t>(n));
@@ -225,7 +237,8 @@ void MetricsServer::handle(int fd) {
     std::string value = line.substr(colon + 1);
     value.erase(0, value.find_first_not_of(' '));
     if (name == "authorization") authorization = value;
-    if (name == "content-length") contentLength = static_cast<size_t>(std::strtoull(value.c_str(), nullptr, 10));
+    if (name == "content-length")
+      contentLength = static_cast<size_t>(std::strtoull(value.c_str(), nullptr, 10));
   }
   const auto question = target.find('?');
   const std::string path = target.substr(0, question);
@@ -237,18 +250,21 @@ void MetricsServer::handle(int fd) {
     }
     if (!options_.credentials.empty()) {
       const bool basic = lowerCase(authorization.substr(0, 6)) == "basic ";
-      if (!basic || !constantTimeEquals(base64Decode(authorization.substr(6)), options_.credentials)) {
+      if (!basic ||
+          !constantTimeEquals(base64Decode(authorization.substr(6)), options_.credentials)) {
         return respond(fd, 401, "text/plain", "credentials required (HTTP basic auth)\n",
                        "WWW-Authenticate: Basic realm=\"attnscope\"\r\n");
       }
     }
     const std::string text = prometheus::TextSerializer().Serialize(snapshot_->Collect());
-    return respond(fd, 200, "text/plain; version=0.0.4; charset=utf-8", method == "HEAD" ? "" : text);
+    return respond(fd, 200, "text/plain; version=0.0.4; charset=utf-8",
+                   method == "HEAD" ? "" : text);
   }
   if (path == "/control") {
     if (options_.controlToken.empty()) {
       return respond(fd, 404, "application/json",
-                     "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN on rank 0 to enable it\"}");
+                     "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN on rank 0 "
+                     "to enable it\"}");
     }
     if (contentLength > kMaxBodyBytes) return respond(fd, 413, "text/plain", "body too large\n");
     std::string body = data.substr(headerEnd + 4);
@@ -278,7 +294,9 @@ ControlState MetricsServer::control() const {
 int MetricsServer::handleControl(const std::string& method, const std::string& authorization,
                                  const std::string& query, std::string* body) {
   if (!constantTimeEquals(authorization, "Bearer " + options_.controlToken)) {
-    *body = "{\"error\": \"missing or wrong bearer token (Authorization: Bearer <ATTNSCOPE_CONTROL_TOKEN>)\"}";
+    *body =
+        "{\"error\": \"missing or wrong bearer token (Authorization: Bearer "
+        "<ATTNSCOPE_CONTROL_TOKEN>)\"}";
     return 401;
   }
   std::lock_guard<std::mutex> lock(controlMutex_);
@@ -295,14 +313,15 @@ int MetricsServer::handleControl(const std::string& method, const std::string& a
   std::istringstream parts(query);
   for (std::string part; std::getline(parts, part, '&');) {
     const auto eq = part.find('=');
-    const std::string key = part.substr(0, eq), value = eq == std::string::npos ? "" : part.substr(eq + 1);
+    const std::string key = part.substr(0, eq),
+                      value = eq == std::string::npos ? "" : part.substr(eq + 1);
     if (key == "action" && value == "pause") {
       next.paused = true;
     } else if (key == "action" && value == "resume") {
       next.paused = false;
     } else if (key == "sample_every" && !value.empty() && value.size() <= 7 &&
-               value.find_first_not_of("0123456789") == std::string::npos && std::stoll(value) >= 1 &&
-               std::stoll(value) <= 1000000) {
+               value.find_first_not_of("0123456789") == std::string::npos &&
+               std::stoll(value) >= 1 && std::stoll(value) <= 1000000) {
       next.sampleEvery = std::stoll(value);
     } else {
       understood = false;
@@ -386,8 +405,10 @@ void Pusher::run(const std::shared_ptr<State>& state) {
     if (status >= 200 && status < 300) {
       s.pushes.fetch_add(1);
     } else if (s.errors.fetch_add(1) == 0) {
-      ATTNSCOPE_LOG(kError, "push to " << s.url << " failed (status " << status
-                                       << "); retrying every interval, counted in attnscope_push_errors_total");
+      ATTNSCOPE_LOG(
+          kError,
+          "push to " << s.url << " failed (status " << status
+                     << "); retrying every interval, counted in attnscope_push_errors_total");
     }
     lock.lock();
     s.done = target;
@@ -410,8 +431,8 @@ void Pusher::finish(double timeoutSeconds) {
   if (done) {
     thread_.join();
   } else {
-    ATTNSCOPE_LOG(kError, "the last push to " << s.url << " did not finish within " << timeoutSeconds
-                                              << " s; leaving it behind");
+    ATTNSCOPE_LOG(kError, "the last push to " << s.url << " did not finish within "
+                                              << timeoutSeconds << " s; leaving it behind");
     thread_.detach();  // it owns a share of state_: nothing it touches is freed under it
   }
 }
@@ -421,16 +442,16 @@ std::string renderFileSd(const std::vector<ScrapeTarget>& targets, const std::st
   out << "[\n";
   for (size_t i = 0; i < targets.size(); ++i) {
     const ScrapeTarget& t = targets[i];
-    out << "  {\"targets\": [\"" << t.host << ":" << t.port << "\"], \"labels\": {\"job\": \"" << job
-        << "\", \"rank\": \"" << t.rank << "\", \"local_rank\": \"" << t.localRank << "\", \"node\": \""
-        << t.node << "\"}}" << (i + 1 < targets.size() ? "," : "") << "\n";
+    out << "  {\"targets\": [\"" << t.host << ":" << t.port << "\"], \"labels\": {\"job\": \""
+        << job << "\", \"rank\": \"" << t.rank << "\", \"local_rank\": \"" << t.localRank
+        << "\", \"node\": \"" << t.node << "\"}}" << (i + 1 < targets.size() ? "," : "") << "\n";
   }
   out << "]\n";
   return out.str();
 }
 
-bool writeFileSd(const std::string& path, const std::vector<ScrapeTarget>& targets, const std::string& job,
-                 std::string* error) {
+bool writeFileSd(const std::string& path, const std::vector<ScrapeTarget>& targets,
+                 const std::string& job, std::string* error) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

@@ -14,10 +14,18 @@ void writeString(std::ostream& out, const std::string& s) {
   out << '"';
   for (const char c : s) {
     switch (c) {
-      case '"': out << "\\\""; break;
-      case '\\': out << "\\\\"; break;
-      case '\n': out << "\\n"; break;
-      case '\t': out << "\\t"; break;
+      case '"':
+        out << "\\\"";
+        break;
+      case '\\':
+        out << "\\\\";
+        break;
+      case '\n':
+        out << "\\n";
+        break;
+      case '\t':
+        out << "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -76,7 +84,8 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
     for (int p = 0; p < kNumPhases; ++p) {
       if (!layer.phases[p]) continue;
       const PhaseStats& phase = *layer.phases[p];
-      out << (firstPhase ? "\n" : ",\n") << in << "      \"" << phaseName(static_cast<Phase>(p)) << "\": {\n";
+      out << (firstPhase ? "\n" : ",\n") << in << "      \"" << phaseName(static_cast<Phase>(p))
+          << "\": {\n";
       firstPhase = false;
       out << in << "        \"calls\": " << phase.call.seconds.count() << ",\n";
       out << in << "        \"call\": ";
@@ -85,7 +94,8 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
       bool firstKind = true;
       for (int k = 0; k < kNumOpKinds; ++k) {
         if (!phase.kinds[k]) continue;
-        out << (firstKind ? "\n" : ",\n") << in << "          \"" << opKindName(static_cast<OpKind>(k)) << "\": ";
+        out << (firstKind ? "\n" : ",\n") << in << "          \""
+            << opKindName(static_cast<OpKind>(k)) << "\": ";
         firstKind = false;
         writeCell(out, *phase.kinds[k], (in + "          ").c_str());
       }
@@ -95,7 +105,8 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
       for (int b = 0; b < kNumAttentionBackends; ++b) {
         if (phase.backends[b] == 0) continue;
         out << (firstBackend ? ",\n" + in + "        \"attention_backends\": {" : ", ") << "\""
-            << attentionBackendName(static_cast<AttentionBackend>(b)) << "\": " << phase.backends[b];
+            << attentionBackendName(static_cast<AttentionBackend>(b))
+            << "\": " << phase.backends[b];
         firstBackend = false;
       }
       if (!firstBackend) out << "}";
@@ -144,8 +155,9 @@ void writeCluster(std::ostream& out, const ClusterReport& c) {
   out << ",\n    \"ranks\": [";
   for (size_t i = 0; i < c.last.ranks.size(); ++i) {
     const RankStatus& r = c.last.ranks[i];
-    out << (i ? ",\n" : "\n") << "      {\"rank\": " << r.rank << ", \"present\": "
-        << (r.present ? "true" : "false") << ", \"missing\": " << (r.missing ? "true" : "false")
+    out << (i ? ",\n" : "\n") << "      {\"rank\": " << r.rank
+        << ", \"present\": " << (r.present ? "true" : "false")
+        << ", \"missing\": " << (r.missing ? "true" : "false")
         << ", \"straggler\": " << (r.straggler ? "true" : "false")
         << ", \"hung\": " << (r.hung ? "true" : "false") << ", \"score\": ";
     writeNumber(out, r.score);
@@ -198,15 +210,15 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
   out << ", \"gpu_driver\": ";
   writeString(out, m.gpuDriver);
   out << ", \"gpu_memory_bytes\": " << m.gpuMemoryBytes << "},\n";
-  out << "    \"shape_reads\": " << run.shapeReads << ",\n    \"shape_changes\": " << run.shapeChanges
-      << ",\n    \"cells\": [";
+  out << "    \"shape_reads\": " << run.shapeReads
+      << ",\n    \"shape_changes\": " << run.shapeChanges << ",\n    \"cells\": [";
   bool first = true;
   for (const RooflineCell& cell : rooflineCells(stats, nullptr, c)) {
     out << (first ? "\n" : ",\n") << "      {\"layer\": ";
     first = false;
     writeString(out, stats.layers()[cell.layer].name);
-    out << ", \"phase\": \"" << phaseName(cell.phase) << "\", \"op_kind\": \"" << opKindName(cell.kind)
-        << "\", \"ops\": " << cell.ops;
+    out << ", \"phase\": \"" << phaseName(cell.phase) << "\", \"op_kind\": \""
+        << opKindName(cell.kind) << "\", \"ops\": " << cell.ops;
     const std::pair<const char*, double> fields[] = {
         {"seconds", cell.seconds},
         {"modelled_seconds", cell.modelledSeconds},
@@ -229,7 +241,8 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
 // How the layers were found (docs/DISCOVERY.md).
 void writeDiscovery(std::ostream& out, const RunInfo& run) {
   out << "  \"discovery\": {\n    \"layers_seen\": " << run.layersSeen
-      << ",\n    \"nothing_found\": " << (run.nothingFound ? "true" : "false") << ",\n    \"layers\": [";
+      << ",\n    \"nothing_found\": " << (run.nothingFound ? "true" : "false")
+      << ",\n    \"layers\": [";
   bool first = true;
   for (const LayerOrigin& o : run.layerOrigins) {
     out << (first ? "\n" : ",\n") << "      {\"name\": ";
@@ -269,7 +282,8 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   out << ",\n    \"sample_every\": " << run.sampleEvery << ",\n";
   out << "    \"steps_seen\": " << run.stepsSeen << ",\n";
   out << "    \"steps_sampled\": " << run.stepsSampled << ",\n";
-  out << "    \"step_source\": \"" << (run.explicitSteps ? "step_calls" : "backward_passes") << "\",\n";
+  out << "    \"step_source\": \"" << (run.explicitSteps ? "step_calls" : "backward_passes")
+      << "\",\n";
   out << "    \"start_unix_seconds\": ";
   writeNumber(out, run.startUnixSeconds, "%.6f");
   out << ",\n    \"stop_unix_seconds\": ";

@@ -47,7 +47,8 @@ std::string topKind(const PhaseStats& phase) {
   }
   if (best < 0 || all <= 0) return "-";
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%s %.0f%%", opKindName(static_cast<OpKind>(best)), 100.0 * bestSum / all);
+  std::snprintf(buf, sizeof(buf), "%s %.0f%%", opKindName(static_cast<OpKind>(best)),
+                100.0 * bestSum / all);
   return buf;
 }
 
@@ -60,7 +61,8 @@ std::string SummaryTable::render(const RunInfo& run, const StatsTable& stats) {
       << run.stepsSeen << " steps sampled)\n";
   // The layer column fits the longest name (24 to 64 characters; longer names are cut).
   int width = 24;
-  for (const LayerStats& layer : stats.layers()) width = std::max(width, static_cast<int>(layer.name.size()));
+  for (const LayerStats& layer : stats.layers())
+    width = std::max(width, static_cast<int>(layer.name.size()));
   width = std::min(width, 64);
   std::snprintf(line, sizeof(line), "%-*s %6s %9s %9s %9s %9s %10s  %s\n", width, "layer", "calls",
                 "fwd p50", "fwd p99", "bwd p50", "bwd p99", "fwd peak", "top fwd / bwd kind");

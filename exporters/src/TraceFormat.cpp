@@ -119,7 +119,8 @@ void encodeCalls(const std::vector<TraceCall>& calls, std::string* out) {
   }
 }
 
-bool decodeCalls(const uint8_t* data, size_t size, std::vector<TraceCall>* out, std::string* error) {
+bool decodeCalls(const uint8_t* data, size_t size, std::vector<TraceCall>* out,
+                 std::string* error) {
   Cursor in{data, data + size};
   out->clear();
   const auto bad = [&](const std::string& what) {
@@ -132,14 +133,16 @@ bool decodeCalls(const uint8_t* data, size_t size, std::vector<TraceCall>* out, 
   uint64_t n = 0;
   if (!in.varint(&n)) return bad("truncated call count");
   // Each call takes at least 9 bytes: a count beyond that is malformed, whatever it claims.
-  if (n > kMaxCallsPerStep || n > size / 9) return bad("call count " + std::to_string(n) + " too large");
+  if (n > kMaxCallsPerStep || n > size / 9)
+    return bad("call count " + std::to_string(n) + " too large");
   out->reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
     TraceCall c;
     uint64_t key = 0, calls = 0;
     if (!in.varint(&key) || !in.varint(&calls)) return bad("truncated call header");
     if (key >= static_cast<uint64_t>(kMaxLayerKey) * 4) return bad("layer id out of range");
-    if ((key & 3) >= static_cast<uint64_t>(kNumPhases)) return bad("phase " + std::to_string(key & 3) + " unknown");
+    if ((key & 3) >= static_cast<uint64_t>(kNumPhases))
+      return bad("phase " + std::to_string(key & 3) + " unknown");
     if (calls == 0 || calls > 0xffffffffull) return bad("call count of a layer out of range");
     c.layer = static_cast<int32_t>(key >> 2);
     c.phase = static_cast<Phase>(key & 3);

@@ -71,7 +71,9 @@ int64_t sizeOf(const std::string& path) {
 // A prepared statement, finalised at scope exit.
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK; }
+  Statement(sqlite3* db, const char* sql) {
+    ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   bool ok() const { return ok_; }
   sqlite3_stmt* get() { return stmt_; }
@@ -84,8 +86,12 @@ class Statement {
   }
   void bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
   void bind(int i, double v) { sqlite3_bind_double(stmt_, i, v); }
-  void bind(int i, const std::string& v) { sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT); }
-  void bindBlob(int i, const std::string& v) { sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC); }
+  void bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+  }
+  void bindBlob(int i, const std::string& v) {
+    sqlite3_bind_blob(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC);
+  }
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
@@ -109,7 +115,8 @@ std::unique_ptr<TraceStore> TraceStore::open(const std::string& dir, int rank, i
   // A trace belongs to one run: an older run's file of the same rank is replaced.
   for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((path + suffix).c_str());
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+      SQLITE_OK) {
     *error = sqliteError(db, "cannot open " + path);
     sqlite3_close(db);
     return nullptr;
@@ -117,10 +124,15 @@ std::unique_ptr<TraceStore> TraceStore::open(const std::string& dir, int rank, i
   std::unique_ptr<TraceStore> store(new TraceStore(db, path, maxBytes));
   // The write-ahead log is checkpointed into the main file at about a quarter of the cap (at most
   // the SQLite default of 1000 pages) and truncated back to that size afterwards.
-  const int64_t walBytes = std::max<int64_t>(64 * 1024, std::min<int64_t>(maxBytes / 4, 4096 * 1000));
-  const std::string pragmas = "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=2000;"
-                              "PRAGMA wal_autocheckpoint=" + std::to_string(walBytes / 4096) + ";"
-                              "PRAGMA journal_size_limit=" + std::to_string(walBytes) + ";";
+  const int64_t walBytes =
+      std::max<int64_t>(64 * 1024, std::min<int64_t>(maxBytes / 4, 4096 * 1000));
+  const std::string pragmas =
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=2000;"
+      "PRAGMA wal_autocheckpoint=" +
+      std::to_string(walBytes / 4096) +
+      ";"
+      "PRAGMA journal_size_limit=" +
+      std::to_string(walBytes) + ";";
   std::string what;
   if (!store->exec(pragmas.c_str(), &what) || !store->exec(kSchema, &what)) {
     *error = "cannot set up " + path + ": " + what;
@@ -177,7 +189,8 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     }
   }
   if (!in.steps.empty()) {
-    Statement step(db_, "INSERT OR REPLACE INTO steps(step, end_unix, step_ns, data) VALUES(?, ?, ?, ?)");
+    Statement step(
+        db_, "INSERT OR REPLACE INTO steps(step, end_unix, step_ns, data) VALUES(?, ?, ?, ?)");
     if (!step.ok()) return failed("steps");
     for (const EncodedStep& s : in.steps) {
       step.bind(1, static_cast<int64_t>(s.step));
@@ -188,8 +201,8 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     }
   }
   if (in.haveWindow) {
-    Statement w(db_,
-                "INSERT OR REPLACE INTO windows VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    Statement w(
+        db_, "INSERT OR REPLACE INTO windows VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!w.ok()) return failed("windows");
     const RankWindow& r = in.window;
     w.bind(1, static_cast<int64_t>(nextRound_));
@@ -250,8 +263,10 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     for (const auto* list : {&in.stragglers, &in.hangs}) {
       const bool straggler = list == &in.stragglers;
       for (const StragglerFinding& x : *list) {
-        f.bind(1, std::string(straggler ? "straggler"
-                                        : (x.description.find("missing") != std::string::npos ? "missing" : "hang")));
+        f.bind(1, std::string(straggler
+                                  ? "straggler"
+                                  : (x.description.find("missing") != std::string::npos ? "missing"
+                                                                                        : "hang")));
         f.bind(2, static_cast<int64_t>(x.rank));
         f.bind(3, static_cast<int64_t>(x.firstRound));
         f.bind(4, static_cast<int64_t>(x.lastRound));
@@ -287,7 +302,8 @@ bool TraceStore::enforceCap(std::string* error) {
   const int64_t steps = queryInt(db_, "SELECT count(*) FROM steps");
   const int64_t rounds = queryInt(db_, "SELECT count(DISTINCT round) FROM rounds");
   if (steps <= 0 && rounds <= 1) return true;  // only summaries left: they are kept
-  const double fraction = static_cast<double>(used - maxBytes_ * 7 / 10) / static_cast<double>(used);
+  const double fraction =
+      static_cast<double>(used - maxBytes_ * 7 / 10) / static_cast<double>(used);
   const auto count = [&](int64_t n) {
     return std::min<int64_t>(n, std::max<int64_t>(1, std::llround(std::ceil(n * fraction))));
   };
@@ -297,15 +313,17 @@ bool TraceStore::enforceCap(std::string* error) {
     del.bind(1, n);
     return del.run();
   };
-  if (steps > 0 && !remove("DELETE FROM steps WHERE step IN (SELECT step FROM steps ORDER BY step LIMIT ?)", count(steps))) {
+  if (steps > 0 &&
+      !remove("DELETE FROM steps WHERE step IN (SELECT step FROM steps ORDER BY step LIMIT ?)",
+              count(steps))) {
     *error = sqliteError(db_, path_ + ": trimming steps");
     return false;
   }
   if (steps > 0) trimmed_ += static_cast<uint64_t>(count(steps));
   // The newest round always stays: it is the live picture.
-  if (rounds > 1 &&
-      !remove("DELETE FROM rounds WHERE round IN (SELECT DISTINCT round FROM rounds ORDER BY round LIMIT ?)",
-              std::min(count(rounds), rounds - 1))) {
+  if (rounds > 1 && !remove("DELETE FROM rounds WHERE round IN (SELECT DISTINCT round FROM rounds "
+                            "ORDER BY round LIMIT ?)",
+                            std::min(count(rounds), rounds - 1))) {
     *error = sqliteError(db_, path_ + ": trimming rounds");
     return false;
   }

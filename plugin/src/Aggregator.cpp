@@ -12,7 +12,6 @@
 #include "MpiAggregator.h"
 #endif
 
-
 namespace attnscope {
 namespace detail {
 namespace {
@@ -34,14 +33,16 @@ c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& 
     try {
       base = source.store->clone();
     } catch (const std::exception& e) {
-      ATTNSCOPE_LOG(kDebug, "the store handed in cannot be cloned, sharing it: " << firstLine(e.what()));
+      ATTNSCOPE_LOG(kDebug,
+                    "the store handed in cannot be cloned, sharing it: " << firstLine(e.what()));
       base = source.store;
     }
   }
   if (!base) {
     if (t.masterAddr.empty() || t.masterPort == 0) {
-      throw std::runtime_error("no store: hand one to attnscope::start, or set MASTER_ADDR and "
-                               "MASTER_PORT (torchrun does)");
+      throw std::runtime_error(
+          "no store: hand one to attnscope::start, or set MASTER_ADDR and "
+          "MASTER_PORT (torchrun does)");
     }
     c10d::TCPStoreOptions options;
     options.timeout = timeout;
@@ -101,7 +102,10 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         if (topology.worldSize == 1) return std::make_unique<LocalAggregator>();
         if (!source.group) {
           if (topology.worldSize > kStoreAggregationWarnRanks) {
-            ATTNSCOPE_LOG(kWarn, "aggregating " << topology.worldSize << " ranks through the store "
+            ATTNSCOPE_LOG(kWarn,
+                          "aggregating "
+                              << topology.worldSize
+                              << " ranks through the store "
                                  "(no process group handed in): its host's traffic grows with the "
                                  "square of the world; hand in a Gloo or NCCL side group, or use "
                                  "ATTNSCOPE_AGGREGATION=mpi (docs/AGGREGATION.md)");
@@ -112,9 +116,10 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         [[fallthrough]];
       case Aggregation::kGloo:
         if (!source.group) {
-          *error = "no process group was handed in for attnscope's collectives (Python's attach "
-                   "forms one after init_process_group; C++: DistributedOptions::aggregationGroup); "
-                   "ATTNSCOPE_AGGREGATION=store needs none";
+          *error =
+              "no process group was handed in for attnscope's collectives (Python's attach "
+              "forms one after init_process_group; C++: DistributedOptions::aggregationGroup); "
+              "ATTNSCOPE_AGGREGATION=store needs none";
           return nullptr;
         }
         if (source.group->getSize() != topology.worldSize ||

@@ -11,7 +11,6 @@
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Topology.h"
 
-
 namespace attnscope {
 namespace detail {
 

@@ -120,7 +120,8 @@ std::string summaryJson() {
   return SummaryJson::render(s->runInfo(), s->statistics(), haveCluster ? &cluster : nullptr);
 }
 
-AttentionScope::AttentionScope(const char* layerName) : AttentionScope(layerName, ScopeType::kLayer) {}
+AttentionScope::AttentionScope(const char* layerName)
+    : AttentionScope(layerName, ScopeType::kLayer) {}
 
 namespace {
 // The session a scope opened now records into, or null (not running, unsampled step). A backward
@@ -135,10 +136,12 @@ detail::Session* recordingSession() {
 }  // namespace
 
 AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
-  if (detail::Session* s = recordingSession()) active_ = detail::Observer::enterScope(s, layerName, type);
+  if (detail::Session* s = recordingSession())
+    active_ = detail::Observer::enterScope(s, layerName, type);
 }
 
-AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const void* arg, ScopeType type) {
+AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const void* arg,
+                               ScopeType type) {
   if (detail::Session* s = recordingSession()) {
     active_ = detail::Observer::enterScope(s, nameOf(arg).c_str(), type);
   }
@@ -171,8 +174,10 @@ FusedOpScope::~FusedOpScope() {
   if (active_) detail::Observer::endFusedHint();
 }
 
-void describeLayer(const std::string& layerName, const std::string& rule, const std::string& source) {
-  if (detail::Session* s = detail::currentSession()) s->describeLayer(LayerOrigin{layerName, rule, source});
+void describeLayer(const std::string& layerName, const std::string& rule,
+                   const std::string& source) {
+  if (detail::Session* s = detail::currentSession())
+    s->describeLayer(LayerOrigin{layerName, rule, source});
 }
 
 void noteDiscovery(const std::string& note) {

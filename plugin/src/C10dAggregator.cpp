@@ -57,15 +57,15 @@ class ReporterStream {
 
 std::unique_ptr<Aggregator> C10dAggregator::group(c10::intrusive_ptr<c10d::ProcessGroup> group,
                                                   c10::intrusive_ptr<c10d::Store> store,
-                                                  int localRank, std::chrono::milliseconds timeout) {
+                                                  int localRank,
+                                                  std::chrono::milliseconds timeout) {
   std::string name = group->getBackendName();
-  const c10::Device device = name == "nccl" ? c10::Device(c10::DeviceType::CUDA,
-                                                          static_cast<c10::DeviceIndex>(localRank))
-                                            : c10::Device(c10::DeviceType::CPU);
+  const c10::Device device =
+      name == "nccl" ? c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(localRank))
+                     : c10::Device(c10::DeviceType::CPU);
   const int worldSize = group->getSize();
-  return std::unique_ptr<Aggregator>(new C10dAggregator(std::move(name), std::move(store),
-                                                        std::move(group), nullptr, worldSize,
-                                                        device, timeout));
+  return std::unique_ptr<Aggregator>(new C10dAggregator(
+      std::move(name), std::move(store), std::move(group), nullptr, worldSize, device, timeout));
 }
 
 #if ATTNSCOPE_WITH_NCCL

@@ -4,9 +4,9 @@
 #include <string>
 
 #include <c10/core/Device.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include "Aggregator.h"
 

@@ -55,7 +55,8 @@ int findBlas(struct dl_phdr_info* info, size_t, void* data) {
   if (::realpath(name, resolved) != nullptr) path = resolved;
   // The last two path components: "openblas-pthread/libblas.so.3".
   const size_t last = path.find_last_of('/');
-  const size_t prev = last == std::string::npos || last == 0 ? std::string::npos : path.find_last_of('/', last - 1);
+  const size_t prev =
+      last == std::string::npos || last == 0 ? std::string::npos : path.find_last_of('/', last - 1);
   const std::string shown = prev == std::string::npos ? path : path.substr(prev + 1);
   if (out->find(shown) == std::string::npos) {
     if (!out->empty()) *out += ", ";
@@ -81,8 +82,8 @@ void describeGpu(int localRank, MachineInfo* m) {
   auto mem = reinterpret_cast<MemFn>(::dlsym(lib, "cuDeviceTotalMem_v2"));
   auto driver = reinterpret_cast<DriverFn>(::dlsym(lib, "cuDriverGetVersion"));
   int n = 0, device = 0, version = 0;
-  if (init == nullptr || count == nullptr || get == nullptr || init(0) != 0 || count(&n) != 0 || n <= 0 ||
-      get(&device, std::max(0, localRank) % n) != 0) {
+  if (init == nullptr || count == nullptr || get == nullptr || init(0) != 0 || count(&n) != 0 ||
+      n <= 0 || get(&device, std::max(0, localRank) % n) != 0) {
     ::dlclose(lib);
     return;
   }
@@ -91,7 +92,8 @@ void describeGpu(int localRank, MachineInfo* m) {
   size_t bytes = 0;
   if (mem != nullptr && mem(&bytes, device) == 0) m->gpuMemoryBytes = static_cast<int64_t>(bytes);
   if (driver != nullptr && driver(&version) == 0) {
-    m->gpuDriver = "CUDA " + std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+    m->gpuDriver =
+        "CUDA " + std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
   }
   std::ifstream nv("/proc/driver/nvidia/version");  // "NVRM version: NVIDIA UNIX ... 550.54.15 ..."
   std::string line;
@@ -99,7 +101,8 @@ void describeGpu(int localRank, MachineInfo* m) {
     std::istringstream words(line);
     std::string w;
     while (words >> w) {
-      if (!w.empty() && std::isdigit(static_cast<unsigned char>(w[0])) && w.find('.') != std::string::npos) {
+      if (!w.empty() && std::isdigit(static_cast<unsigned char>(w[0])) &&
+          w.find('.') != std::string::npos) {
         m->gpuDriver = w + (m->gpuDriver.empty() ? "" : " (" + m->gpuDriver + ")");
         break;
       }
@@ -146,8 +149,9 @@ Measured measureHost() {
   const double copy = bestOf(5, [&] { dst.copy_(src); });
   m.bytes = 2.0 * elems * 4 / copy;  // read and write
   std::ostringstream d;
-  d << "float32 mm " << n << "x" << n << " best of 4 (" << mm * 1e3 << " ms), copy of 64 MiB best of 5 ("
-    << copy * 1e3 << " ms), " << m.threads << " thread" << (m.threads == 1 ? "" : "s");
+  d << "float32 mm " << n << "x" << n << " best of 4 (" << mm * 1e3
+    << " ms), copy of 64 MiB best of 5 (" << copy * 1e3 << " ms), " << m.threads << " thread"
+    << (m.threads == 1 ? "" : "s");
   m.detail = d.str();
   return m;
 }
@@ -178,9 +182,11 @@ Ceilings machineCeilings(const Config& config, bool deviceTiming) {
     if (!needFlops || !needBytes) c.source = "config";
     c.peakFlopsPerSecond = needFlops ? 0 : c.peakFlopsPerSecond;
     c.peakBytesPerSecond = needBytes ? 0 : c.peakBytesPerSecond;
-    c.detail = deviceTiming ? "device timing: set ATTNSCOPE_PEAK_FLOPS and ATTNSCOPE_PEAK_BANDWIDTH to the device's ceilings"
+    c.detail = deviceTiming ? "device timing: set ATTNSCOPE_PEAK_FLOPS and "
+                              "ATTNSCOPE_PEAK_BANDWIDTH to the device's ceilings"
                             : "calibration off (ATTNSCOPE_CALIBRATE=0)";
-    ATTNSCOPE_LOG(kInfo, "roofline ceilings " << (c.known() ? "configured" : "unknown") << ": " << c.detail);
+    ATTNSCOPE_LOG(
+        kInfo, "roofline ceilings " << (c.known() ? "configured" : "unknown") << ": " << c.detail);
     return c;
   }
   // Once per process and thread count: a restarted session keeps the first measurement.
@@ -205,9 +211,10 @@ Ceilings machineCeilings(const Config& config, bool deviceTiming) {
   if (needBytes) c.peakBytesPerSecond = m.bytes;
   c.source = (needFlops && needBytes) ? "calibration" : "config+calibration";
   c.detail = m.detail;
-  ATTNSCOPE_LOG(kInfo, "roofline ceilings (" << c.source << "): " << c.peakFlopsPerSecond * 1e-9 << " GFLOP/s, "
-                                             << c.peakBytesPerSecond * 1e-9 << " GB/s; " << c.detail << "; took "
-                                             << seconds() - t0 << " s");
+  ATTNSCOPE_LOG(kInfo, "roofline ceilings (" << c.source << "): " << c.peakFlopsPerSecond * 1e-9
+                                             << " GFLOP/s, " << c.peakBytesPerSecond * 1e-9
+                                             << " GB/s; " << c.detail << "; took " << seconds() - t0
+                                             << " s");
   return c;
 }
 

@@ -43,7 +43,7 @@ struct Frame {
   MemoryAccount opAccount;
   // GPU (docs/GPU.md): null when device timing is off.
   GpuTimer* gpu = nullptr;
-  GpuTimer::Span gpuSpan;  // CUDA events at the call's edges
+  GpuTimer::Span gpuSpan;      // CUDA events at the call's edges
   bool gpuCallPushed = false;  // the call's own correlation id (work launched between ops)
   bool gpuOpPushed = false;    // the running top-level op's correlation id
   // Roofline (docs/ROOFLINE.md): the running top-level op's cost, its ordinal in the call (the
@@ -83,7 +83,7 @@ struct ThreadState {
   };
   std::vector<std::vector<ShapeEntry>> shapes;
   OpArgs args;  // reused by every read: readArgs sets what the formulas and the signature read
-  uint64_t shapeReads = 0;    // flushed to the session with overheadTicks
+  uint64_t shapeReads = 0;  // flushed to the session with overheadTicks
   uint64_t shapeChanges = 0;
 };
 
@@ -190,7 +190,8 @@ void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const
   ++t.shapeReads;
   const uint64_t signature = args.signature();
   constexpr uint32_t kMaxCachedOps = 256;
-  const size_t slot = static_cast<size_t>(f.record.layer) * kNumPhases + static_cast<size_t>(f.record.phase);
+  const size_t slot =
+      static_cast<size_t>(f.record.layer) * kNumPhases + static_cast<size_t>(f.record.phase);
   const OpCosts* costs = nullptr;
   OpCosts fresh;
   if (f.opOrdinal < kMaxCachedOps) {
@@ -225,7 +226,9 @@ void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const
 
 // Inside a region: an op that wraps compiled code rather than doing aten work (no namespace:
 // "CompiledFunction", "## Call CompiledFxGraph f... ##", "Torch-Compiled Region: 0/0").
-inline bool isRegionWrapper(const char* name) { return name != nullptr && std::strstr(name, "::") == nullptr; }
+inline bool isRegionWrapper(const char* name) {
+  return name != nullptr && std::strstr(name, "::") == nullptr;
+}
 
 // Whether this callback invocation is one of the timed ones.
 inline bool timedCallback(uint32_t* counter) {
@@ -277,7 +280,8 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
     // hold every aten op the compiled code calls: the ops beneath them are the region's top level.
     ++f.wrapperDepth;
     const int64_t seq = fn.seqNr();
-    if (seq >= 0) t.links.emplace_back(seq, Link{f.instance, f.record.layer, OpKind::kOther, false});
+    if (seq >= 0)
+      t.links.emplace_back(seq, Link{f.instance, f.record.layer, OpKind::kOther, false});
     if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
     return nullptr;
   }
@@ -286,13 +290,15 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
     f.opKind = f.forcedKind != OpKind::kCount ? f.forcedKind
                : f.region                     ? regionOpKind(name)
                                               : f.classifier.classify(name);
-    f.backend = f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
+    f.backend =
+        f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
     if (f.roofline) captureShapes(t, f, fn, name);
     ++f.opOrdinal;
     f.opAccount.reset();
     MemoryTargets::current().op = &f.opAccount;
     if (f.gpu != nullptr) {
-      f.gpuOpPushed = f.gpu->pushOp(DeviceKey{f.instance, f.record.layer, f.record.phase, f.opKind});
+      f.gpuOpPushed =
+          f.gpu->pushOp(DeviceKey{f.instance, f.record.layer, f.record.phase, f.opKind});
     }
     f.opT0 = ticks();
   } else if (f.opKind == OpKind::kFusedAttention && f.backend == AttentionBackend::kCount) {
@@ -339,7 +345,8 @@ void onForwardEnd(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   const int64_t base = f.callAccount.seen() ? f.callAccount.base : f.opAccount.base;
   k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
   MemoryTargets::current().op = nullptr;
-  if (timedCallback(&t.callbackCounter)) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
+  if (timedCallback(&t.callbackCounter))
+    t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
 }
 
 at::RecordFunctionCallback forwardCallback(bool needsInputs) {
@@ -410,7 +417,8 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   MemoryTargets::current().op = node->savedOp;
   node->session->addBackwardNode(node->link, ns, node->account, node->backend);
   if (node->startTicks != 0) {
-    node->session->addOverheadTicks((node->startTicks + ticks() - entry) * Session::kOverheadSampling);
+    node->session->addOverheadTicks((node->startTicks + ticks() - entry) *
+                                    Session::kOverheadSampling);
   }
 }
 
@@ -459,8 +467,9 @@ struct CollectiveContext final : at::ObserverContext {
   uint64_t t0 = 0;
 };
 
-// c10d's Work titles a collective "<backend>:<collective>" ("gloo:all_reduce", "nccl:_allgather_base",
-// "mpi:broadcast"); any backend's (ucc, xccl, a program's own) reads the same way.
+// c10d's Work titles a collective "<backend>:<collective>" ("gloo:all_reduce",
+// "nccl:_allgather_base", "mpi:broadcast"); any backend's (ucc, xccl, a program's own) reads the
+// same way.
 bool isCollectiveName(const char* name) {
   const char* colon = std::strchr(name, ':');
   if (colon == nullptr || colon == name || colon - name > 16 || colon[1] == ':') return false;
@@ -469,8 +478,8 @@ bool isCollectiveName(const char* name) {
   }
   const char* op = colon + 1;
   while (*op == '_') ++op;
-  for (const char* word : {"all", "reduce", "broadcast", "barrier", "gather", "scatter", "send",
-                           "recv", "alltoall"}) {
+  for (const char* word :
+       {"all", "reduce", "broadcast", "barrier", "gather", "scatter", "send", "recv", "alltoall"}) {
     if (std::strncmp(op, word, std::strlen(word)) == 0) return true;
   }
   return false;
@@ -493,7 +502,8 @@ void onCollectiveEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx)
 }
 
 std::unique_ptr<at::ObserverContext> onGlobalStart(const at::RecordFunction& fn) {
-  return fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? onBackwardStart(fn) : onCollectiveStart(fn);
+  return fn.scope() == at::RecordScope::BACKWARD_FUNCTION ? onBackwardStart(fn)
+                                                          : onCollectiveStart(fn);
 }
 
 void onGlobalEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
@@ -529,7 +539,8 @@ bool Observer::enterScope(Session* session, const char* layerName, ScopeType typ
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
   f.roofline = session->roofline();
-  if (t.forwardHandle == 0) t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.roofline));
+  if (t.forwardHandle == 0)
+    t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.roofline));
   if (GpuTimer* gpu = session->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);

@@ -30,7 +30,9 @@ std::vector<uint8_t> toBytes(const std::vector<double>& v) {
   return bytes;
 }
 
-std::vector<uint8_t> toBytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::vector<uint8_t> toBytes(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 // This rank's scalars for the window, with its attribution of the previous window's excess.
 RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
@@ -80,7 +82,8 @@ StragglerFinding* ongoingEpisode(std::vector<StragglerFinding>& episodes, int32_
 // While `active`, extends the rank's ongoing episode to this round, or opens (and logs) a new
 // one. Returns the episode, or null when not active.
 StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const RankStatus& s,
-                                bool active, uint64_t round, const std::vector<std::string>& names) {
+                                bool active, uint64_t round,
+                                const std::vector<std::string>& names) {
   if (!active) return nullptr;
   StragglerFinding* f = ongoingEpisode(*episodes, s.rank, round);
   const std::string description = StragglerDetector::describe(s, names);
@@ -139,8 +142,10 @@ bool Reporter::stop() {
   const bool done =
       wake_.wait_for(lock, limit, [&] { return finishedThreads_ == expectedThreads_; });
   if (!done) {
-    ATTNSCOPE_LOG(kError, "the reporter did not finish within " << limit.count()
-                              << " ms (a store or collective call does not return); leaving it behind");
+    ATTNSCOPE_LOG(kError,
+                  "the reporter did not finish within "
+                      << limit.count()
+                      << " ms (a store or collective call does not return); leaving it behind");
     if (thread_.joinable()) thread_.detach();
     if (heartbeatThread_.joinable()) heartbeatThread_.detach();
     detached_ = true;
@@ -178,7 +183,8 @@ void Reporter::fail(const std::string& error) {
 void Reporter::run() {
   Observer::markInternalThread();
   openTrace();  // before the aggregator's set-up, which may take up to the round timeout
-  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
   std::string error;
   aggregator_ = createAggregator(config_.aggregation, topology_, source_, timeout,
                                  static_cast<int>(config_.storePort), &error);
@@ -189,7 +195,7 @@ void Reporter::run() {
       report_.lastError = error;
       ++report_.roundErrors;
       ATTNSCOPE_LOG(kError, "aggregation (" << aggregationName(config_.aggregation)
-                                           << ") unavailable, per-rank figures only: " << error);
+                                            << ") unavailable, per-rank figures only: " << error);
     }
   }
   if (aggregator_ && aggregator_->store() != nullptr) {
@@ -198,7 +204,8 @@ void Reporter::run() {
     ++expectedThreads_;
     heartbeatThread_ = std::thread([this] { heartbeats(); });
   }
-  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
+  const auto interval =
+      std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   while (true) {
     bool last = false;
     {
@@ -231,7 +238,8 @@ void Reporter::run() {
 
 void Reporter::heartbeats() {
   Observer::markInternalThread();
-  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
+  const auto interval =
+      std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   const std::string key = "hb/" + std::to_string(topology_.rank);
   while (true) {
     c10d::Store* store = store_.load();
@@ -264,7 +272,8 @@ void Reporter::enterRegularRound() {
   if (store == nullptr || !aggregator_ || !aggregator_->healthy()) return;
   store->add("enter/" + std::to_string(enteredRounds_), 1);
   // Every rank entered the previous round before this one can complete: its key is done with.
-  if (topology_.rank == 0 && enteredRounds_ > 0) store->deleteKey("enter/" + std::to_string(enteredRounds_ - 1));
+  if (topology_.rank == 0 && enteredRounds_ > 0)
+    store->deleteKey("enter/" + std::to_string(enteredRounds_ - 1));
   ++enteredRounds_;
 }
 
@@ -278,8 +287,9 @@ void Reporter::loseStore(const std::string& why) {
 void Reporter::finalRound() {
   c10d::Store* store = store_.load();
   if (store != nullptr && aggregator_ && aggregator_->healthy()) {
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
+    const auto deadline =
+        std::chrono::steady_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
     int64_t stopped = store->add("stopping", 1);
     while (stopped < topology_.worldSize && std::chrono::steady_clock::now() < deadline) {
       // A peer that had not yet seen "stopping" entered a regular round: meet it there.
@@ -360,7 +370,8 @@ void Reporter::round(bool collectives) {
     windows.back().present = true;
     clusterSampled += windows.back().sampledSteps;
     if (r == 0) {
-      applyControl(windows[0].controlGeneration, windows[0].controlPaused, windows[0].controlSampleEvery);
+      applyControl(windows[0].controlGeneration, windows[0].controlPaused,
+                   windows[0].controlSampleEvery);
     }
     agree = agree && windows.back().numLayers == mine.numLayers &&
             windows.back().layersChecksum == mine.layersChecksum;
@@ -381,8 +392,9 @@ void Reporter::round(bool collectives) {
   } else if (!agree) {
     std::lock_guard<std::mutex> lock(reportMutex_);
     if (report_.layersAgree) {
-      ATTNSCOPE_LOG(kWarn, "ranks registered different attention layer names; cross-rank "
-                           "statistics are not merged (straggler detection goes on)");
+      ATTNSCOPE_LOG(kWarn,
+                    "ranks registered different attention layer names; cross-rank "
+                    "statistics are not merged (straggler detection goes on)");
     }
     report_.layersAgree = false;
   }
@@ -468,9 +480,9 @@ namespace {
 std::string configJson(const Config& c) {
   std::ostringstream out;
   out << "{\"sample_every\": " << c.sampleEvery << ", \"interval_s\": " << c.intervalSeconds
-      << ", \"memory\": " << (c.memory ? "true" : "false") << ", \"fused_ops\": "
-      << (c.fusedOps ? "true" : "false") << ", \"aggregation\": \"" << aggregationName(c.aggregation)
-      << "\", \"straggler_threshold\": " << c.stragglerThreshold
+      << ", \"memory\": " << (c.memory ? "true" : "false")
+      << ", \"fused_ops\": " << (c.fusedOps ? "true" : "false") << ", \"aggregation\": \""
+      << aggregationName(c.aggregation) << "\", \"straggler_threshold\": " << c.stragglerThreshold
       << ", \"straggler_windows\": " << c.stragglerWindows << ", \"hang_s\": " << c.hangSeconds
       << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
   return out.str();
@@ -505,7 +517,8 @@ void Reporter::openTrace() {
       return;
     }
   }
-  writeTrace(/*last=*/false);  // the metadata at once: a rank killed early still leaves a valid file
+  writeTrace(
+      /*last=*/false);  // the metadata at once: a rank killed early still leaves a valid file
 }
 
 void Reporter::writeTrace(bool last) {
@@ -540,17 +553,16 @@ void Reporter::writeTrace(bool last) {
                  {"config", configJson(config_)}};
       const Ceilings& c = run.ceilings;
       const MachineInfo& m = run.machine;
-      in.meta.insert(in.meta.end(),
-                     {{"roofline", config_.roofline ? "1" : "0"},
-                      {"peak_flops_per_second", number(c.peakFlopsPerSecond)},
-                      {"peak_bytes_per_second", number(c.peakBytesPerSecond)},
-                      {"ceiling_source", c.source},
-                      {"ceiling_detail", c.detail},
-                      {"timing", "host"},
-                      {"cpu_model", m.cpuModel},
-                      {"cpu_cores", std::to_string(m.cpuCores)},
-                      {"torch_threads", std::to_string(m.threads)},
-                      {"blas", m.blas}});
+      in.meta.insert(in.meta.end(), {{"roofline", config_.roofline ? "1" : "0"},
+                                     {"peak_flops_per_second", number(c.peakFlopsPerSecond)},
+                                     {"peak_bytes_per_second", number(c.peakBytesPerSecond)},
+                                     {"ceiling_source", c.source},
+                                     {"ceiling_detail", c.detail},
+                                     {"timing", "host"},
+                                     {"cpu_model", m.cpuModel},
+                                     {"cpu_cores", std::to_string(m.cpuCores)},
+                                     {"torch_threads", std::to_string(m.threads)},
+                                     {"blas", m.blas}});
       if (!m.gpuName.empty()) {
         in.meta.insert(in.meta.end(), {{"gpu_name", m.gpuName},
                                        {"gpu_driver", m.gpuDriver},
@@ -559,7 +571,9 @@ void Reporter::writeTrace(bool last) {
     }
     in.meta.emplace_back("last_commit_unix", number(now));
     in.meta.emplace_back("steps_seen", std::to_string(run.stepsSeen));
-    if (last) in.meta.emplace_back("stop_unix", number(run.stopUnixSeconds > 0 ? run.stopUnixSeconds : now));
+    if (last)
+      in.meta.emplace_back("stop_unix",
+                           number(run.stopUnixSeconds > 0 ? run.stopUnixSeconds : now));
     if (detector_) {
       std::lock_guard<std::mutex> lock(reportMutex_);
       if (report_.rounds > 0) {
@@ -573,7 +587,8 @@ void Reporter::writeTrace(bool last) {
     std::string error;
     const auto began = std::chrono::steady_clock::now();
     const bool ok = trace_->commit(in, &error);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     ++traceRoundsWritten_;
     std::lock_guard<std::mutex> lock(traceMutex_);
     traceStats_.stepsDropped += dropped;
@@ -586,17 +601,18 @@ void Reporter::writeTrace(bool last) {
       traceStats_.stepsWritten += in.steps.size();
     } else {
       if (traceStats_.errors++ == 0) {
-        ATTNSCOPE_LOG(kError, "trace store write failed, training goes on (" << error
-                                  << "); later failures are counted, not logged");
+        ATTNSCOPE_LOG(kError, "trace store write failed, training goes on ("
+                                  << error << "); later failures are counted, not logged");
       }
       traceStats_.lastError = error;
     }
     if (last) {
       ATTNSCOPE_LOG(kDebug, "trace: " << traceStats_.stepsWritten << " steps in " << trace_->path()
-                                      << " (" << traceStats_.fileBytes << " bytes, " << traceStats_.commits
-                                      << " commits, longest " << traceStats_.maxCommitSeconds * 1e3 << " ms, "
-                                      << traceStats_.errors << " errors, " << traceStats_.stepsDropped
-                                      << " dropped)");
+                                      << " (" << traceStats_.fileBytes << " bytes, "
+                                      << traceStats_.commits << " commits, longest "
+                                      << traceStats_.maxCommitSeconds * 1e3 << " ms, "
+                                      << traceStats_.errors << " errors, "
+                                      << traceStats_.stepsDropped << " dropped)");
       trace_.reset();  // closes the file: the write-ahead log is folded into it
     }
   } catch (const std::exception& e) {

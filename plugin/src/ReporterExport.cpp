@@ -12,7 +12,9 @@ namespace attnscope {
 namespace detail {
 
 void Reporter::startExport() {
-  identity_.job = !config_.job.empty() ? config_.job : !topology_.runId.empty() ? topology_.runId : "attnscope";
+  identity_.job = !config_.job.empty()       ? config_.job
+                  : !topology_.runId.empty() ? topology_.runId
+                                             : "attnscope";
   identity_.rank = topology_.rank;
   identity_.localRank = topology_.localRank;
   identity_.worldSize = topology_.worldSize;
@@ -31,7 +33,8 @@ void Reporter::startExport() {
     metrics_ = std::make_unique<MetricsServer>(options);
     snapshot_ = metrics_->snapshot();
     if (metrics_->serving()) {
-      ATTNSCOPE_LOG(kDebug, "metrics on http://" << config_.bind << ":" << metrics_->port() << "/metrics");
+      ATTNSCOPE_LOG(kDebug,
+                    "metrics on http://" << config_.bind << ":" << metrics_->port() << "/metrics");
     }
   } else {
     snapshot_ = std::make_shared<MetricsSnapshot>();
@@ -90,7 +93,8 @@ bool Reporter::exchangeEndpoints(std::string* error) {
   std::vector<double> mine(1 + kHostDoubles, 0.0);
   const std::string host = config_.bind == "0.0.0.0" ? topology_.node : config_.bind;
   mine[0] = metricsPort();
-  std::memcpy(mine.data() + 1, host.data(), std::min(host.size(), kHostDoubles * sizeof(double) - 1));
+  std::memcpy(mine.data() + 1, host.data(),
+              std::min(host.size(), kHostDoubles * sizeof(double) - 1));
   std::vector<double> all;
   if (!aggregator_->allGather(mine, &all, error)) return false;
   endpointsExchanged_ = true;
@@ -116,14 +120,16 @@ void Reporter::writeTargets(const std::vector<ScrapeTarget>& targets) {
   if (config_.fileSd.empty() || targets.empty()) return;  // no rank serves metrics
   std::string error;
   if (writeFileSd(config_.fileSd, targets, identity_.job, &error)) {
-    ATTNSCOPE_LOG(kInfo, "Prometheus targets of " << targets.size() << " ranks written to " << config_.fileSd);
+    ATTNSCOPE_LOG(kInfo, "Prometheus targets of " << targets.size() << " ranks written to "
+                                                  << config_.fileSd);
   } else {
     ATTNSCOPE_LOG(kError, "file_sd not written: " << error);
   }
 }
 
 void Reporter::requestedControl(RankWindow* mine) {
-  const ControlState control = metrics_ && topology_.rank == 0 ? metrics_->control() : ControlState{};
+  const ControlState control =
+      metrics_ && topology_.rank == 0 ? metrics_->control() : ControlState{};
   mine->controlGeneration = control.generation;
   mine->controlPaused = control.paused;
   mine->controlSampleEvery = control.sampleEvery;
@@ -132,8 +138,9 @@ void Reporter::requestedControl(RankWindow* mine) {
 void Reporter::writeOwnTarget() {
   endpointsExchanged_ = true;
   if (metricsPort() <= 0) return;
-  writeTargets({ScrapeTarget{0, topology_.localRank, topology_.node,
-                             config_.bind == "0.0.0.0" ? topology_.node : config_.bind, metricsPort()}});
+  writeTargets(
+      {ScrapeTarget{0, topology_.localRank, topology_.node,
+                    config_.bind == "0.0.0.0" ? topology_.node : config_.bind, metricsPort()}});
 }
 
 int Reporter::metricsPort() const { return metrics_ ? metrics_->port() : 0; }

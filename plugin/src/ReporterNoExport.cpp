@@ -9,8 +9,9 @@ namespace detail {
 
 void Reporter::startExport() {
   if (config_.port > 0 || !config_.pushgateway.empty() || !config_.fileSd.empty()) {
-    ATTNSCOPE_LOG(kInfo, "Prometheus export is not in this build (built without prometheus-cpp); "
-                         "ATTNSCOPE_PORT, ATTNSCOPE_PUSHGATEWAY and ATTNSCOPE_FILE_SD have no effect");
+    ATTNSCOPE_LOG(kInfo,
+                  "Prometheus export is not in this build (built without prometheus-cpp); "
+                  "ATTNSCOPE_PORT, ATTNSCOPE_PUSHGATEWAY and ATTNSCOPE_FILE_SD have no effect");
   }
 }
 void Reporter::publishMetrics() {}

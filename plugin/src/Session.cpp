@@ -73,7 +73,8 @@ void Session::setSampling(bool paused, int64_t sampleEvery) {
 }
 
 double Session::overheadSeconds() const {
-  return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) * 1e-9;
+  return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) *
+         1e-9;
 }
 
 Session::~Session() {
@@ -163,7 +164,8 @@ void Session::step(bool explicitCall) {
     if (tracing_) traceStepEnd(run_.stepsSeen);  // an unsampled step only moves the clock
     ++run_.stepsSeen;
     ++windowSteps_;
-    if (run_.stepsSeen == static_cast<uint64_t>(kNothingFoundSteps)) checkFoundLocked(run_.stepsSeen);
+    if (run_.stepsSeen == static_cast<uint64_t>(kNothingFoundSteps))
+      checkFoundLocked(run_.stepsSeen);
     if (sampled_.load()) {
       ++run_.stepsSampled;
       ++windowSampledSteps_;
@@ -191,8 +193,10 @@ int32_t Session::layerId(const char* name) {
   if (id >= 0) window_.layerId(name);
   if (id < 0) {
     if (run_.droppedCalls++ == 0) {
-      ATTNSCOPE_LOG(kWarn, "more than " << config_.maxLayers << " attention layer names (ATTNSCOPE_MAX_LAYERS); \""
-                                        << name << "\" and later new names are counted, not recorded");
+      ATTNSCOPE_LOG(kWarn, "more than " << config_.maxLayers
+                                        << " attention layer names (ATTNSCOPE_MAX_LAYERS); \""
+                                        << name
+                                        << "\" and later new names are counted, not recorded");
     }
   }
   return id;
@@ -284,7 +288,8 @@ void Session::describeLayer(const LayerOrigin& origin) {
       return;
     }
   }
-  if (run_.layerOrigins.size() < static_cast<size_t>(config_.maxLayers)) run_.layerOrigins.push_back(origin);
+  if (run_.layerOrigins.size() < static_cast<size_t>(config_.maxLayers))
+    run_.layerOrigins.push_back(origin);
 }
 
 void Session::noteDiscovery(const std::string& note) {
@@ -307,11 +312,18 @@ void Session::checkFoundLocked(uint64_t steps) {
   if (run_.nothingFound || steps < static_cast<uint64_t>(kNothingFoundSteps)) return;
   if (!stats_.layers().empty() || stats_.droppedCalls() > 0) return;
   run_.nothingFound = true;
-  ATTNSCOPE_LOG(kWarn, "no attention layer seen in " << steps << " training steps: nothing is observed. "
-                "Mark attention by hand: in Python `with attnscope.attention(\"layers.0.attn\"):` around "
-                "a layer's call, or under attnscope-run ATTNSCOPE_ATTENTION_MODULES=<regex> naming the "
-                "modules' class or path; in C++ `attnscope::AttentionScope scope(\"layers.0.attn\");` "
-                "or `attnscope::ModuleScope scope(*this);` in the module's forward (docs/DISCOVERY.md)");
+  ATTNSCOPE_LOG(
+      kWarn,
+      "no attention layer seen in "
+          << steps
+          << " training steps: nothing is observed. "
+             "Mark attention by hand: in Python `with attnscope.attention(\"layers.0.attn\"):` "
+             "around "
+             "a layer's call, or under attnscope-run ATTNSCOPE_ATTENTION_MODULES=<regex> naming "
+             "the "
+             "modules' class or path; in C++ `attnscope::AttentionScope scope(\"layers.0.attn\");` "
+             "or `attnscope::ModuleScope scope(*this);` in the module's forward "
+             "(docs/DISCOVERY.md)");
 }
 
 StatsTable Session::statistics() {
@@ -382,7 +394,8 @@ constexpr size_t kMaxTraceBufferBytes = 16u << 20;
 
 void Session::traceCall(const CallRecord& record) {
   if (record.layer < 0) return;
-  const size_t slot = static_cast<size_t>(record.layer) * kNumPhases + static_cast<size_t>(record.phase);
+  const size_t slot =
+      static_cast<size_t>(record.layer) * kNumPhases + static_cast<size_t>(record.phase);
   if (slot >= traceSlots_.size()) traceSlots_.resize(slot + 1, -1);  // once per new layer
   int32_t& index = traceSlots_[slot];
   if (index < 0) {
@@ -478,7 +491,8 @@ void Session::startGpu() {
     events = createCudaEventApi(&eventsWhy);
     if (config_.gpuTiming != GpuTiming::kEvents) activity = createCuptiActivityApi(&activityWhy);
     if (!events) ATTNSCOPE_LOG(kWarn, "CUDA events unavailable: " << eventsWhy);
-    if (!activity && !activityWhy.empty()) ATTNSCOPE_LOG(kInfo, "CUPTI unavailable: " << activityWhy);
+    if (!activity && !activityWhy.empty())
+      ATTNSCOPE_LOG(kInfo, "CUPTI unavailable: " << activityWhy);
   }
   gpu_ = std::make_unique<GpuTimer>(std::move(events), std::move(activity),
                                     stream != nullptr ? stream : &noStream, GpuTimer::Options());
@@ -492,7 +506,8 @@ void Session::gpuLoop() {
   while (true) {
     {
       std::unique_lock<std::mutex> lock(gpuWakeMutex_);
-      if (gpuWake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return gpuStopping_; })) {
+      if (gpuWake_.wait_for(lock, std::chrono::milliseconds(200),
+                            [this] { return gpuStopping_; })) {
         return;
       }
     }
@@ -532,7 +547,8 @@ void Session::addDeviceCalls(const std::vector<CallRecord>& calls) {
   if (calls.empty()) return;
   std::lock_guard<std::mutex> lock(statsMutex_);
   const std::vector<LayerStats>& layers = stats_.layers();
-  for (size_t i = deviceStats_.layers().size(); i < layers.size(); ++i) deviceStats_.layerId(layers[i].name);
+  for (size_t i = deviceStats_.layers().size(); i < layers.size(); ++i)
+    deviceStats_.layerId(layers[i].name);
   for (const CallRecord& c : calls) deviceStats_.add(c);
 }
 

@@ -11,16 +11,16 @@
 
 #include <ATen/record_function.h>
 
+#include "Reporter.h"
 #include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
-#include "attnscope/core/GpuStatus.h"
-#include "Reporter.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
-#include "attnscope/core/Topology.h"
+#include "attnscope/core/GpuStatus.h"
 #include "attnscope/core/LinkTable.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
+#include "attnscope/core/Topology.h"
 #include "attnscope/exporters/TraceFormat.h"
 
 namespace attnscope {
@@ -39,11 +39,11 @@ struct BackwardEstimate {
 
 // What one rank did between two reporting rounds.
 struct Window {
-  StatsTable stats;           // the window's calls only (same layer ids as the session's table)
-  uint64_t steps = 0;         // steps ended in the window
+  StatsTable stats;    // the window's calls only (same layer ids as the session's table)
+  uint64_t steps = 0;  // steps ended in the window
   uint64_t sampledSteps = 0;
-  uint64_t lastStep = 0;      // steps ended since start
-  double seconds = 0;         // wall time covered
+  uint64_t lastStep = 0;         // steps ended since start
+  double seconds = 0;            // wall time covered
   double collectiveSeconds = 0;  // time in the job's own collectives (sampled steps)
 };
 
@@ -156,8 +156,8 @@ class Session {
   int64_t traceLastStepNs_ = 0;
   // ---- end of the trace store feed ----
 
-  void fold();  // statsMutex_ held
-  void checkFoundLocked(uint64_t steps);  // statsMutex_ held
+  void fold();                                   // statsMutex_ held
+  void checkFoundLocked(uint64_t steps);         // statsMutex_ held
   void updateGlobalCallbacks(bool sampledStep);  // callbackMutex_ held
 
   const Config config_;
@@ -199,9 +199,9 @@ class Session {
   RunInfo run_;
 
   // --- GPU (docs/GPU.md) ---
-  void startGpu();   // begin(): chooses the source, starts the collection thread
-  void gpuLoop();    // the collection thread: reads events and CUPTI buffers every 200 ms
-  void stopGpu();    // finish(): last collection without waiting for the device
+  void startGpu();  // begin(): chooses the source, starts the collection thread
+  void gpuLoop();   // the collection thread: reads events and CUPTI buffers every 200 ms
+  void stopGpu();   // finish(): last collection without waiting for the device
   void addDeviceCalls(const std::vector<CallRecord>& calls);
   std::unique_ptr<GpuTimer> gpu_;
   bool gpuActive_ = false;

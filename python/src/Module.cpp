@@ -93,7 +93,10 @@ PYBIND11_MODULE(_attnscope, m) {
   m.doc() = "attnscope native module (libattnscope)";
   m.def("start", &start, py::arg("variables"), py::arg("rank") = -1, py::arg("world_size") = 0);
   m.def(
-      "check_config", [](const std::map<std::string, std::string>& variables) { attnscope::Config::fromVariables(variables); },
+      "check_config",
+      [](const std::map<std::string, std::string>& variables) {
+        attnscope::Config::fromVariables(variables);
+      },
       py::arg("variables"));
   m.def("stop", [] {
     py::gil_scoped_release release;  // the last round may wait on other ranks
@@ -106,8 +109,9 @@ PYBIND11_MODULE(_attnscope, m) {
   m.def("variables", [] {
     py::list out;
     for (const auto& v : attnscope::Config::variables()) {
-      out.append(py::dict(py::arg("name") = v.name, py::arg("type") = v.type, py::arg("default") = v.defaultValue,
-                          py::arg("allowed") = v.allowed, py::arg("meaning") = v.meaning));
+      out.append(py::dict(py::arg("name") = v.name, py::arg("type") = v.type,
+                          py::arg("default") = v.defaultValue, py::arg("allowed") = v.allowed,
+                          py::arg("meaning") = v.meaning));
     }
     return out;
   });
@@ -122,18 +126,23 @@ PYBIND11_MODULE(_attnscope, m) {
     if (!tScopes.empty()) tScopes.pop_back();
   });
   m.def(
-      "enter_fused", [](const std::string& name) { tFused.push_back(std::make_unique<attnscope::FusedOpScope>(name.c_str())); },
+      "enter_fused",
+      [](const std::string& name) {
+        tFused.push_back(std::make_unique<attnscope::FusedOpScope>(name.c_str()));
+      },
       py::arg("name"));
   m.def("exit_fused", [] {
     if (!tFused.empty()) tFused.pop_back();
   });
-  m.def("describe_layer", &attnscope::describeLayer, py::arg("name"), py::arg("rule"), py::arg("source"));
+  m.def("describe_layer", &attnscope::describeLayer, py::arg("name"), py::arg("rule"),
+        py::arg("source"));
   m.def("note_discovery", &attnscope::noteDiscovery, py::arg("note"));
   m.def("note_steps", &attnscope::noteSteps, py::arg("steps"));
   m.def("layers_seen", [] { return attnscope::runInfo().layersSeen; });
   m.def("op_kinds", [] {
     std::vector<std::string> names;
-    for (int k = 0; k < attnscope::kNumOpKinds; ++k) names.push_back(attnscope::opKindName(static_cast<attnscope::OpKind>(k)));
+    for (int k = 0; k < attnscope::kNumOpKinds; ++k)
+      names.push_back(attnscope::opKindName(static_cast<attnscope::OpKind>(k)));
     return names;
   });
   py::class_<KindScope>(m, "op_kind")

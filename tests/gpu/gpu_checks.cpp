@@ -42,7 +42,7 @@ struct Options {
   int64_t steps = 12;           // attribution phase
   int64_t overheadRounds = 16;  // overhead phase: rounds x steps per variant
   int64_t overheadSteps = 4;
-  double tolerance = 0.05;      // CUPTI sum vs event span
+  double tolerance = 0.05;  // CUPTI sum vs event span
   double overheadTarget = 1.01;
 };
 
@@ -71,13 +71,18 @@ struct SdpaAttentionImpl : torch::nn::Module {
     attnscope::AttentionScope scope(name);
     const int64_t s = x.size(0), b = x.size(1), d = x.size(2), dh = d / heads;
     auto qkv = in(x).chunk(3, -1);
-    auto split = [&](const torch::Tensor& t) { return t.view({s, b, heads, dh}).permute({1, 2, 0, 3}); };
+    auto split = [&](const torch::Tensor& t) {
+      return t.view({s, b, heads, dh}).permute({1, 2, 0, 3});
+    };
 #if TORCH_VERSION_MAJOR >= 2
-    auto o = at::scaled_dot_product_attention(split(qkv[0]), split(qkv[1]), split(qkv[2]), {}, 0.0, false);
+    auto o = at::scaled_dot_product_attention(split(qkv[0]), split(qkv[1]), split(qkv[2]), {}, 0.0,
+                                              false);
 #else
     auto q = split(qkv[0]);
-    auto o = torch::matmul(torch::softmax(torch::matmul(q, split(qkv[1]).transpose(-2, -1)) / std::sqrt(double(dh)), -1),
-                           split(qkv[2]));
+    auto o = torch::matmul(
+        torch::softmax(torch::matmul(q, split(qkv[1]).transpose(-2, -1)) / std::sqrt(double(dh)),
+                       -1),
+        split(qkv[2]));
 #endif
     return out(o.permute({2, 0, 1, 3}).reshape({s, b, d}));
   }
@@ -91,8 +96,10 @@ TORCH_MODULE(SdpaAttention);
 // attention), odd layers SDPA.
 struct BlockImpl : torch::nn::Module {
   BlockImpl(int64_t i, const Options& o)
-      : norm1(register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
-        norm2(register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+      : norm1(register_module("norm1",
+                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
+        norm2(register_module("norm2",
+                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({o.dModel})))),
         ff1(register_module("ff1", torch::nn::Linear(o.dModel, 4 * o.dModel))),
         ff2(register_module("ff2", torch::nn::Linear(4 * o.dModel, o.dModel))) {
     if (i % 2 == 0) {
@@ -100,7 +107,8 @@ struct BlockImpl : torch::nn::Module {
                                        "layers." + std::to_string(i) + ".mha",
                                        torch::nn::MultiheadAttentionOptions(o.dModel, o.heads)));
     } else {
-      sdpa = register_module("sdpa", SdpaAttention("layers." + std::to_string(i) + ".sdpa", o.dModel, o.heads));
+      sdpa = register_module(
+          "sdpa", SdpaAttention("layers." + std::to_string(i) + ".sdpa", o.dModel, o.heads));
     }
   }
   torch::Tensor forward(const torch::Tensor& x) {
@@ -135,14 +143,17 @@ struct ModelImpl : torch::nn::Module {
 TORCH_MODULE(Model);
 
 struct Trainer {
-  Trainer(const Options& o) : o(o), model(o), optimizer(model->parameters(), torch::optim::AdamOptions(1e-4)) {
+  Trainer(const Options& o)
+      : o(o), model(o), optimizer(model->parameters(), torch::optim::AdamOptions(1e-4)) {
     model->to(torch::kCUDA, torch::kBFloat16);
   }
   // One step, never reading the loss back: the host runs ahead of the device, as in training.
   void step() {
-    auto tokens = torch::randint(o.vocab, {o.seq, o.batch}, torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
+    auto tokens = torch::randint(o.vocab, {o.seq, o.batch},
+                                 torch::TensorOptions().dtype(torch::kLong).device(torch::kCUDA));
     auto logits = model->forward(tokens);
-    auto loss = torch::nn::functional::cross_entropy(logits.view({-1, o.vocab}).to(torch::kFloat), tokens.view({-1}));
+    auto loss = torch::nn::functional::cross_entropy(logits.view({-1, o.vocab}).to(torch::kFloat),
+                                                     tokens.view({-1}));
     optimizer.zero_grad();
     loss.backward();
     optimizer.step();
@@ -196,8 +207,11 @@ void attribution(Trainer& t, const Options& o) {
       }
     }
     haveCluster = attnscope::clusterReport(&cluster);
-    const bool roundDone = !nccl || (haveCluster && (cluster.collectiveRounds >= 1 || cluster.roundErrors > 0));
-    if ((complete == static_cast<size_t>(o.layers) && roundDone) || std::chrono::steady_clock::now() > deadline) break;
+    const bool roundDone =
+        !nccl || (haveCluster && (cluster.collectiveRounds >= 1 || cluster.roundErrors > 0));
+    if ((complete == static_cast<size_t>(o.layers) && roundDone) ||
+        std::chrono::steady_clock::now() > deadline)
+      break;
   }
   const attnscope::GpuStatus status = attnscope::gpuStatus();
   const attnscope::StatsTable device = attnscope::deviceStatistics();
@@ -207,27 +221,30 @@ void attribution(Trainer& t, const Options& o) {
   check("timing_source_both", status.source == attnscope::GpuTiming::kBoth,
         std::string("source ") + attnscope::gpuTimingName(status.source) +
             (status.fallbackReason.empty() ? "" : " (" + status.fallbackReason + ")"));
-  std::printf("FIGURE cupti kernels_attributed=%llu unattributed=%llu late=%llu dropped=%llu spans=%llu "
-              "spans_dropped=%llu event_errors=%llu events_in_pool=%llu\n",
-              (unsigned long long)status.kernelsAttributed, (unsigned long long)status.recordsUnattributed,
-              (unsigned long long)status.recordsLate, (unsigned long long)status.cuptiRecordsDropped,
-              (unsigned long long)status.spansResolved, (unsigned long long)status.spansDropped,
-              (unsigned long long)status.eventErrors, (unsigned long long)status.eventsInPool);
+  std::printf(
+      "FIGURE cupti kernels_attributed=%llu unattributed=%llu late=%llu dropped=%llu spans=%llu "
+      "spans_dropped=%llu event_errors=%llu events_in_pool=%llu\n",
+      (unsigned long long)status.kernelsAttributed, (unsigned long long)status.recordsUnattributed,
+      (unsigned long long)status.recordsLate, (unsigned long long)status.cuptiRecordsDropped,
+      (unsigned long long)status.spansResolved, (unsigned long long)status.spansDropped,
+      (unsigned long long)status.eventErrors, (unsigned long long)status.eventsInPool);
   check("cupti_no_dropped_records", status.cuptiRecordsDropped == 0,
         std::to_string(status.cuptiRecordsDropped) + " dropped");
 
-  const int phases[] = {static_cast<int>(attnscope::Phase::kForward), static_cast<int>(attnscope::Phase::kBackward)};
+  const int phases[] = {static_cast<int>(attnscope::Phase::kForward),
+                        static_cast<int>(attnscope::Phase::kBackward)};
   size_t layersSeen = 0;
   bool allPresent = true, allWithin = true, memoryOk = true;
   double worst = 0;
-  std::printf("FIGURE %-16s %-8s %6s %12s %12s %8s %12s %12s\n", "layer", "phase", "calls", "event_s",
-              "kernels_s", "diff", "bytes", "peak_bytes");
+  std::printf("FIGURE %-16s %-8s %6s %12s %12s %8s %12s %12s\n", "layer", "phase", "calls",
+              "event_s", "kernels_s", "diff", "bytes", "peak_bytes");
   for (const attnscope::LayerStats& layer : device.layers()) {
     ++layersSeen;
     for (int p : phases) {
       const attnscope::PhaseStats* ph = layer.phases[p].get();
       const char* phase = attnscope::phaseName(static_cast<attnscope::Phase>(p));
-      if (ph == nullptr || ph->call.seconds.count() < static_cast<uint64_t>(o.steps) || ph->call.seconds.sum() <= 0) {
+      if (ph == nullptr || ph->call.seconds.count() < static_cast<uint64_t>(o.steps) ||
+          ph->call.seconds.sum() <= 0) {
         allPresent = false;
         std::printf("FIGURE %-16s %-8s missing or short (%llu calls)\n", layer.name.c_str(), phase,
                     (unsigned long long)(ph ? ph->call.seconds.count() : 0));
@@ -253,25 +270,31 @@ void attribution(Trainer& t, const Options& o) {
         peak = h.phases[p]->call.peak;
       }
       if (bytes <= 0 || (p == phases[0] && peak <= 0)) memoryOk = false;
-      std::printf("FIGURE %-16s %-8s %6llu %12.6f %12.6f %7.2f%% %12lld %12lld\n", layer.name.c_str(), phase,
-                  (unsigned long long)ph->call.seconds.count(), span, kernels, 100 * diff, (long long)bytes,
-                  (long long)peak);
+      std::printf("FIGURE %-16s %-8s %6llu %12.6f %12.6f %7.2f%% %12lld %12lld\n",
+                  layer.name.c_str(), phase, (unsigned long long)ph->call.seconds.count(), span,
+                  kernels, 100 * diff, (long long)bytes, (long long)peak);
     }
   }
   check("per_layer_device_times_fwd_bwd", allPresent && layersSeen == static_cast<size_t>(o.layers),
-        std::to_string(layersSeen) + " of " + std::to_string(o.layers) + " layers with forward and backward kernel times");
-  check("cupti_sum_within_5pct_of_events", allWithin && layersSeen > 0, fmt("worst difference %.2f%%", 100 * worst));
-  check("device_memory_per_layer", memoryOk && layersSeen > 0, "bytes allocated (and forward peak) > 0 on every layer");
-  check("allocator_figures", status.device >= 0 && status.allocatedBytes > 0 &&
-                                 status.peakAllocatedBytes >= status.allocatedBytes && status.reservedBytes >= status.allocatedBytes,
-        fmt("device %.0f: allocated %.0f MiB, peak %.0f MiB", status.device, status.allocatedBytes / 1048576.0,
-            status.peakAllocatedBytes / 1048576.0));
+        std::to_string(layersSeen) + " of " + std::to_string(o.layers) +
+            " layers with forward and backward kernel times");
+  check("cupti_sum_within_5pct_of_events", allWithin && layersSeen > 0,
+        fmt("worst difference %.2f%%", 100 * worst));
+  check("device_memory_per_layer", memoryOk && layersSeen > 0,
+        "bytes allocated (and forward peak) > 0 on every layer");
+  check("allocator_figures",
+        status.device >= 0 && status.allocatedBytes > 0 &&
+            status.peakAllocatedBytes >= status.allocatedBytes &&
+            status.reservedBytes >= status.allocatedBytes,
+        fmt("device %.0f: allocated %.0f MiB, peak %.0f MiB", status.device,
+            status.allocatedBytes / 1048576.0, status.peakAllocatedBytes / 1048576.0));
 
   bool backendsOk = !status.backends.empty();
   for (const auto& b : status.backends) {
     const attnscope::AttentionBackend d = b.dominant();
-    std::printf("FIGURE backend %-16s %-16s flash=%llu mem_eff=%llu cudnn=%llu math=%llu\n", b.layer.c_str(),
-                attnscope::attentionBackendName(d), (unsigned long long)b.kernels[0], (unsigned long long)b.kernels[1],
+    std::printf("FIGURE backend %-16s %-16s flash=%llu mem_eff=%llu cudnn=%llu math=%llu\n",
+                b.layer.c_str(), attnscope::attentionBackendName(d),
+                (unsigned long long)b.kernels[0], (unsigned long long)b.kernels[1],
                 (unsigned long long)b.kernels[2], (unsigned long long)b.kernels[3]);
     const bool sdpa = b.layer.find(".sdpa") != std::string::npos;
     if (!sdpa && d != attnscope::AttentionBackend::kMath) backendsOk = false;
@@ -283,18 +306,23 @@ void attribution(Trainer& t, const Options& o) {
 
   if (nccl) {
     check("nccl_aggregation_round",
-          haveCluster && cluster.aggregation == "nccl" && cluster.collectiveRounds >= 1 && cluster.roundErrors == 0,
-          haveCluster ? "aggregation " + cluster.aggregation + ", " + std::to_string(cluster.collectiveRounds) +
-                            " rounds, " + std::to_string(cluster.roundErrors) + " errors" +
+          haveCluster && cluster.aggregation == "nccl" && cluster.collectiveRounds >= 1 &&
+              cluster.roundErrors == 0,
+          haveCluster ? "aggregation " + cluster.aggregation + ", " +
+                            std::to_string(cluster.collectiveRounds) + " rounds, " +
+                            std::to_string(cluster.roundErrors) + " errors" +
                             (cluster.lastError.empty() ? "" : " (" + cluster.lastError + ")")
                       : std::string("no cluster report"));
-    if (haveCluster) std::printf("FIGURE nccl round_seconds mean=%.6f max=%.6f\n",
-                                 cluster.collectiveRounds ? cluster.sumRoundSeconds / cluster.collectiveRounds : 0.0,
-                                 cluster.maxRoundSeconds);
+    if (haveCluster)
+      std::printf(
+          "FIGURE nccl round_seconds mean=%.6f max=%.6f\n",
+          cluster.collectiveRounds ? cluster.sumRoundSeconds / cluster.collectiveRounds : 0.0,
+          cluster.maxRoundSeconds);
   }
 }
 
-// --- 2. overhead ----------------------------------------------------------------------------------
+// --- 2. overhead
+// ----------------------------------------------------------------------------------
 
 void overhead(Trainer& t, const Options& o) {
   struct Variant {
@@ -322,7 +350,8 @@ void overhead(Trainer& t, const Options& o) {
         t.step();
         if (v.on) attnscope::step();
         torch::cuda::synchronize();
-        v.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        v.seconds.push_back(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       }
       if (v.on) attnscope::stop();
     }
@@ -339,13 +368,17 @@ void overhead(Trainer& t, const Options& o) {
     ratios.push_back(median(y) / median(x));
   }
   std::sort(ratios.begin(), ratios.end());
-  std::printf("FIGURE overhead step_off=%.3fms step_on=%.3fms ratio=%.4f interval95=%.4f..%.4f (%zu steps each)\n",
-              off * 1e3, on * 1e3, on / off, ratios[50], ratios[1949], variants[0].seconds.size());
+  std::printf(
+      "FIGURE overhead step_off=%.3fms step_on=%.3fms ratio=%.4f interval95=%.4f..%.4f (%zu steps "
+      "each)\n",
+      off * 1e3, on * 1e3, on / off, ratios[50], ratios[1949], variants[0].seconds.size());
   check("overhead_sample_every_1", on / off <= o.overheadTarget,
-        fmt("ratio %.4f (95%% interval %.4f..%.4f); target <= 1.01", on / off, ratios[50], ratios[1949]));
+        fmt("ratio %.4f (95%% interval %.4f..%.4f); target <= 1.01", on / off, ratios[50],
+            ratios[1949]));
 }
 
-// --- 3. fallback ----------------------------------------------------------------------------------
+// --- 3. fallback
+// ----------------------------------------------------------------------------------
 
 void fallback(Trainer& t) {
 #if TORCH_VERSION_MAJOR >= 2
@@ -372,11 +405,13 @@ void fallback(Trainer& t) {
   for (const auto& l : device.layers()) {
     if (l.phases[0] && l.phases[0]->call.seconds.count() > 0) ++timed;
   }
-  check("fallback_when_profiler_first",
-        status.source == attnscope::GpuTiming::kEvents && !status.fallbackReason.empty() && timed > 0,
-        std::string("source ") + attnscope::gpuTimingName(status.source) + " (" + status.fallbackReason + "), " +
-            std::to_string(timed) + " layers timed by events; the profiler recorded " +
-            std::to_string(result ? result->events().size() : 0) + " events");
+  check(
+      "fallback_when_profiler_first",
+      status.source == attnscope::GpuTiming::kEvents && !status.fallbackReason.empty() && timed > 0,
+      std::string("source ") + attnscope::gpuTimingName(status.source) + " (" +
+          status.fallbackReason + "), " + std::to_string(timed) +
+          " layers timed by events; the profiler recorded " +
+          std::to_string(result ? result->events().size() : 0) + " events");
 #else
   (void)t;
   check("fallback_when_profiler_first", false, "needs LibTorch 2.x's Kineto C++ API");
@@ -390,14 +425,22 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
-    if (f == "--layers") o.layers = v;
-    else if (f == "--d-model") o.dModel = v;
-    else if (f == "--heads") o.heads = v;
-    else if (f == "--seq") o.seq = v;
-    else if (f == "--batch") o.batch = v;
-    else if (f == "--steps") o.steps = v;
-    else if (f == "--overhead-rounds") o.overheadRounds = v;
-    else if (f == "--overhead-steps") o.overheadSteps = v;
+    if (f == "--layers")
+      o.layers = v;
+    else if (f == "--d-model")
+      o.dModel = v;
+    else if (f == "--heads")
+      o.heads = v;
+    else if (f == "--seq")
+      o.seq = v;
+    else if (f == "--batch")
+      o.batch = v;
+    else if (f == "--steps")
+      o.steps = v;
+    else if (f == "--overhead-rounds")
+      o.overheadRounds = v;
+    else if (f == "--overhead-steps")
+      o.overheadSteps = v;
     else {
       std::fprintf(stderr, "gpu_checks: unknown flag %s\n", f.c_str());
       return 2;
@@ -407,9 +450,11 @@ int main(int argc, char** argv) {
     std::printf("gpu_checks: no CUDA device visible to LibTorch; nothing checked\n");
     return 77;
   }
-  std::printf("gpu_checks: torch %d.%d.%d, %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, bf16\n",
-              TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH, (long long)o.layers,
-              (long long)o.dModel, (long long)o.heads, (long long)o.seq, (long long)o.batch);
+  std::printf(
+      "gpu_checks: torch %d.%d.%d, %lld layers, d_model %lld, %lld heads, seq %lld, batch %lld, "
+      "bf16\n",
+      TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH, (long long)o.layers,
+      (long long)o.dModel, (long long)o.heads, (long long)o.seq, (long long)o.batch);
   torch::manual_seed(0);
   Trainer trainer(o);
   for (int i = 0; i < 3; ++i) trainer.step();  // warm-up: allocator, cuBLAS handles, kernels

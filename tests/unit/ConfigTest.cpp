@@ -96,14 +96,37 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
   std::set<std::string> names;
   for (const auto& v : Config::variables()) names.insert(v.name);
   // A new variable must come with tests of its own in this file.
-  const std::set<std::string> expected = {
-      kEnvEnable,      kEnvSampleEvery,       kEnvIntervalS,         kEnvLogLevel,
-      kEnvSummaryJson, kEnvMemory,            kEnvFusedOps,          kEnvMaxLayers,
-      kEnvAggregation, kEnvStragglerThreshold, kEnvStragglerWindows, kEnvHangS,
-      kEnvRoundTimeoutS, kEnvStorePort, kEnvPort, kEnvBind, kEnvMetricsAuth, kEnvMetricsLayers,
-      kEnvPushgateway, kEnvControlToken, kEnvFileSd, kEnvJob, kEnvTraceDir, kEnvTraceMaxMb, kEnvGpuTiming,
-      kEnvRoofline, kEnvPeakFlops, kEnvPeakBandwidth, kEnvCalibrate, kEnvAttentionModules,
-      kEnvAttentionExclude};
+  const std::set<std::string> expected = {kEnvEnable,
+                                          kEnvSampleEvery,
+                                          kEnvIntervalS,
+                                          kEnvLogLevel,
+                                          kEnvSummaryJson,
+                                          kEnvMemory,
+                                          kEnvFusedOps,
+                                          kEnvMaxLayers,
+                                          kEnvAggregation,
+                                          kEnvStragglerThreshold,
+                                          kEnvStragglerWindows,
+                                          kEnvHangS,
+                                          kEnvRoundTimeoutS,
+                                          kEnvStorePort,
+                                          kEnvPort,
+                                          kEnvBind,
+                                          kEnvMetricsAuth,
+                                          kEnvMetricsLayers,
+                                          kEnvPushgateway,
+                                          kEnvControlToken,
+                                          kEnvFileSd,
+                                          kEnvJob,
+                                          kEnvTraceDir,
+                                          kEnvTraceMaxMb,
+                                          kEnvGpuTiming,
+                                          kEnvRoofline,
+                                          kEnvPeakFlops,
+                                          kEnvPeakBandwidth,
+                                          kEnvCalibrate,
+                                          kEnvAttentionModules,
+                                          kEnvAttentionExclude};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(Config::variables().size(), expected.size()) << "a variable is listed twice";
 }
@@ -290,25 +313,30 @@ TEST(ConfigParseTest, Roofline) {
   EXPECT_EQ(fromOne(kEnvPeakFlops, "9.9e14").peakFlops, 9.9e14);
   EXPECT_EQ(fromOne(kEnvPeakBandwidth, "4800000000000").peakBandwidth, 4.8e12);
   EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakFlops, "fast"); }),
-            "ATTNSCOPE_PEAK_FLOPS=\"fast\" is not a number; allowed: flop/s as a number from 1e6 to 1e18, "
+            "ATTNSCOPE_PEAK_FLOPS=\"fast\" is not a number; allowed: flop/s as a number from 1e6 "
+            "to 1e18, "
             "such as 9.9e14");
   EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakFlops, "1000"); }),
-            "ATTNSCOPE_PEAK_FLOPS=\"1000\" is out of range; allowed: flop/s as a number from 1e6 to 1e18, "
+            "ATTNSCOPE_PEAK_FLOPS=\"1000\" is out of range; allowed: flop/s as a number from 1e6 "
+            "to 1e18, "
             "such as 9.9e14");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPeakBandwidth, "-1"); }),
-            "ATTNSCOPE_PEAK_BANDWIDTH=\"-1\" is out of range; allowed: bytes/s as a number from 1e6 to "
-            "1e16, such as 4.8e12");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvPeakBandwidth, "-1"); }),
+      "ATTNSCOPE_PEAK_BANDWIDTH=\"-1\" is out of range; allowed: bytes/s as a number from 1e6 to "
+      "1e16, such as 4.8e12");
   // Ceilings for a roofline that is off: a contradiction, refused at start.
   EXPECT_EQ(invalidArgumentMessage([] {
               Config::fromVariables({{kEnvRoofline, "0"}, {kEnvPeakBandwidth, "1e12"}});
             }),
-            "ATTNSCOPE_PEAK_BANDWIDTH=\"1e+12\" has no effect with ATTNSCOPE_ROOFLINE=0; allowed: leave it "
+            "ATTNSCOPE_PEAK_BANDWIDTH=\"1e+12\" has no effect with ATTNSCOPE_ROOFLINE=0; allowed: "
+            "leave it "
             "unset, or set ATTNSCOPE_ROOFLINE=1");
   // Values set from code are checked by validate() like those from the environment.
   Config fromCode;
   fromCode.peakFlops = 5;
   EXPECT_EQ(invalidArgumentMessage([&] { fromCode.validate(); }),
-            "ATTNSCOPE_PEAK_FLOPS=\"5\" is out of range; allowed: flop/s as a number from 1e6 to 1e18, such "
+            "ATTNSCOPE_PEAK_FLOPS=\"5\" is out of range; allowed: flop/s as a number from 1e6 to "
+            "1e18, such "
             "as 9.9e14");
 }
 
@@ -741,9 +769,10 @@ TEST(ConfigMetricsTest, PortAndBind) {
   EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvPort, "70000"); }),
             "ATTNSCOPE_PORT=\"70000\" is out of range; allowed: an integer from 0 to 65535");
   EXPECT_EQ(fromOne(kEnvBind, "127.0.0.1").bind, "127.0.0.1");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvBind, "localhost:80"); }),
-            "ATTNSCOPE_BIND=\"localhost:80\" is not an IPv4 address; allowed: an IPv4 address such as "
-            "0.0.0.0 or 127.0.0.1");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvBind, "localhost:80"); }),
+      "ATTNSCOPE_BIND=\"localhost:80\" is not an IPv4 address; allowed: an IPv4 address such as "
+      "0.0.0.0 or 127.0.0.1");
 }
 
 TEST(ConfigMetricsTest, AuthInlineOrFromAFile) {
@@ -757,52 +786,61 @@ TEST(ConfigMetricsTest, AuthInlineOrFromAFile) {
   }
   EXPECT_EQ(fromOne(kEnvMetricsAuth, "@" + file).metricsCredentials(), "scraper:long secret");
   ::unlink(file.c_str());
-  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvMetricsAuth, "@" + file); }),
-            "ATTNSCOPE_METRICS_AUTH=\"@" + file +
-                "\" names a file that cannot be read; allowed: user:password, or @/path/to/file holding "
-                "user:password");
+  EXPECT_EQ(
+      invalidArgumentMessage([&] { fromOne(kEnvMetricsAuth, "@" + file); }),
+      "ATTNSCOPE_METRICS_AUTH=\"@" + file +
+          "\" names a file that cannot be read; allowed: user:password, or @/path/to/file holding "
+          "user:password");
   // The password is never echoed back.
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvMetricsAuth, "justapassword"); }),
-            "ATTNSCOPE_METRICS_AUTH=\"(not shown)\" is not user:password with both parts non-empty; "
-            "allowed: user:password, or @/path/to/file holding user:password");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvMetricsAuth, "justapassword"); }),
+      "ATTNSCOPE_METRICS_AUTH=\"(not shown)\" is not user:password with both parts non-empty; "
+      "allowed: user:password, or @/path/to/file holding user:password");
 }
 
 TEST(ConfigMetricsTest, Pushgateway) {
   EXPECT_EQ(fromOne(kEnvPushgateway, "http://pushgw:9091").pushgateway, "http://pushgw:9091");
-  EXPECT_EQ(fromOne(kEnvPushgateway, "http://127.0.0.1:9091/").pushgateway, "http://127.0.0.1:9091/");
+  EXPECT_EQ(fromOne(kEnvPushgateway, "http://127.0.0.1:9091/").pushgateway,
+            "http://127.0.0.1:9091/");
   for (const char* bad : {"pushgw:9091", "https://pushgw:9091", "http://pushgw", "http://:9091",
                           "http://pushgw:0", "http://pushgw:99999", "http://pushgw:90x1"}) {
-    EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvPushgateway, bad); }),
-              std::string("ATTNSCOPE_PUSHGATEWAY=\"") + bad +
-                  "\" is not an http://host:port URL; allowed: an http:// URL with a host and a port, "
-                  "such as http://pushgw:9091")
+    EXPECT_EQ(
+        invalidArgumentMessage([&] { fromOne(kEnvPushgateway, bad); }),
+        std::string("ATTNSCOPE_PUSHGATEWAY=\"") + bad +
+            "\" is not an http://host:port URL; allowed: an http:// URL with a host and a port, "
+            "such as http://pushgw:9091")
         << bad;
   }
 }
 
 TEST(ConfigMetricsTest, ControlTokenMustBeLongAndPrintableAndIsNeverEchoed) {
   EXPECT_EQ(fromOne(kEnvControlToken, "0123456789abcdef").controlToken, "0123456789abcdef");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvControlToken, "short"); }),
-            "ATTNSCOPE_CONTROL_TOKEN=\"(5 characters, not shown)\" is too short or has spaces or control "
-            "characters; allowed: a token of 16 or more printable characters");
-  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvControlToken, "0123456789 abcdef"); }), "<no exception>");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvControlToken, "short"); }),
+      "ATTNSCOPE_CONTROL_TOKEN=\"(5 characters, not shown)\" is too short or has spaces or control "
+      "characters; allowed: a token of 16 or more printable characters");
+  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvControlToken, "0123456789 abcdef"); }),
+            "<no exception>");
 }
 
 TEST(ConfigMetricsTest, FileSdDirectoryMustExist) {
   TempDirectory dir;
   EXPECT_EQ(fromOne(kEnvFileSd, dir.path() + "/targets.json").fileSd, dir.path() + "/targets.json");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvFileSd, "/nonexistent-attnscope/t.json"); }),
-            "ATTNSCOPE_FILE_SD=\"/nonexistent-attnscope/t.json\" is in a directory that does not exist "
-            "(/nonexistent-attnscope); allowed: a file path in an existing, writable directory");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvFileSd, "/nonexistent-attnscope/t.json"); }),
+      "ATTNSCOPE_FILE_SD=\"/nonexistent-attnscope/t.json\" is in a directory that does not exist "
+      "(/nonexistent-attnscope); allowed: a file path in an existing, writable directory");
 }
 
 TEST(ConfigMetricsTest, JobAndLayerLabels) {
   EXPECT_EQ(fromOne(kEnvJob, "bert-large.run_7").job, "bert-large.run_7");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvJob, "a job"); }),
-            "ATTNSCOPE_JOB=\"a job\" has characters a label value should not carry; allowed: letters, "
-            "digits, '_', '-', '.' (1 to 128 characters)");
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvJob, "a job"); }),
+      "ATTNSCOPE_JOB=\"a job\" has characters a label value should not carry; allowed: letters, "
+      "digits, '_', '-', '.' (1 to 128 characters)");
   EXPECT_FALSE(fromOne(kEnvMetricsLayers, "0").metricsLayers);
-  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvMetricsLayers, "sometimes"); }), "<no exception>");
+  EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvMetricsLayers, "sometimes"); }),
+            "<no exception>");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -812,7 +850,8 @@ constexpr char kTraceDirAllowed[] =
     "a writable directory, or a path that can be created under a writable directory";
 
 std::string traceDirMsg(const std::string& value, const std::string& what) {
-  return std::string(kEnvTraceDir) + "=\"" + value + "\" " + what + "; allowed: " + kTraceDirAllowed;
+  return std::string(kEnvTraceDir) + "=\"" + value + "\" " + what +
+         "; allowed: " + kTraceDirAllowed;
 }
 
 TEST(ConfigTraceTest, DefaultsAreOffAndOneGiB) {
@@ -851,8 +890,9 @@ TEST(ConfigTraceTest, UnwritableDirectoryIsRejectedWithExactMessage) {
   ::chmod(dir.path().c_str(), 0555);
   EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, dir.path()); }),
             traceDirMsg(dir.path(), "is not writable"));
-  EXPECT_EQ(invalidArgumentMessage([&] { fromOne(kEnvTraceDir, dir.path() + "/new"); }),
-            traceDirMsg(dir.path() + "/new", "cannot be created (" + dir.path() + " is not writable)"));
+  EXPECT_EQ(
+      invalidArgumentMessage([&] { fromOne(kEnvTraceDir, dir.path() + "/new"); }),
+      traceDirMsg(dir.path() + "/new", "cannot be created (" + dir.path() + " is not writable)"));
   ::chmod(dir.path().c_str(), 0755);
 }
 

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -86,8 +86,9 @@ class FakeGpuDevice {
   }
 
   std::recursive_mutex mutex;
-  std::vector<uint64_t> idStack;  // CUPTI's external id stack (tests push from one thread at a time)
-  std::vector<Launch> launches;   // not yet delivered to CUPTI's buffers
+  std::vector<uint64_t>
+      idStack;                   // CUPTI's external id stack (tests push from one thread at a time)
+  std::vector<Launch> launches;  // not yet delivered to CUPTI's buffers
 
  private:
   std::map<void*, uint64_t> queueEnd_;
@@ -104,7 +105,7 @@ class FakeGpuEventApi final : public GpuEventApi {
     int queries = 0;
     bool failCreate = false;
     bool failRecord = false;
-    bool capturing = false;     // the stream is being captured into a CUDA graph
+    bool capturing = false;    // the stream is being captured into a CUDA graph
     std::vector<int> devices;  // device argument of every call
   };
   explicit FakeGpuEventApi(State* state) : state_(state) {}
@@ -164,7 +165,7 @@ class FakeGpuActivityApi final : public GpuActivityApi {
     bool started = false;
     bool stopped = false;
     int startCalls = 0;
-    std::string failReason;   // non-empty: start() fails with it
+    std::string failReason;     // non-empty: start() fails with it
     bool kernelsFirst = false;  // deliver device records before their correlation records
     uint64_t dropped = 0;
     int pushes = 0;
@@ -196,14 +197,15 @@ class FakeGpuActivityApi final : public GpuActivityApi {
         continue;
       }
       for (uint64_t id : l.externalIds) {
-        correlations.push_back(
-            ActivityRecord{ActivityRecord::Kind::kExternalCorrelation, l.correlationId, id, 0, 0, 0, nullptr});
+        correlations.push_back(ActivityRecord{ActivityRecord::Kind::kExternalCorrelation,
+                                              l.correlationId, id, 0, 0, 0, nullptr});
       }
       work.push_back(ActivityRecord{l.kind, l.correlationId, 0, l.startNs, l.endNs, 0, nullptr});
       names_.push_back(l.name);
     }
     // Names stay valid while the sink runs, as CUPTI's do.
-    for (size_t i = 0; i < work.size(); ++i) work[i].name = names_[names_.size() - work.size() + i].c_str();
+    for (size_t i = 0; i < work.size(); ++i)
+      work[i].name = names_[names_.size() - work.size() + i].c_str();
     d.launches.swap(later);
     lock.unlock();
     if (state_->kernelsFirst) {

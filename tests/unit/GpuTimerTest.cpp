@@ -16,7 +16,8 @@ using testing_gpu::FakeGpuActivityApi;
 using testing_gpu::FakeGpuDevice;
 using testing_gpu::FakeGpuEventApi;
 
-constexpr char kHeld[] = "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight)";
+constexpr char kHeld[] =
+    "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight)";
 
 class GpuTimerTest : public ::testing::Test {
  protected:
@@ -278,8 +279,11 @@ TEST_F(GpuTimerTest, KernelTimeIsAttributedPerOpKindExactly) {
   auto t = make();
   t->start(GpuTiming::kCupti, false, "");
   forwardCall(*t, 11, 2,
-              {{OpKind::kQkvProjection, 300}, {OpKind::kScoreMatmul, 120}, {OpKind::kSoftmax, 40},
-               {OpKind::kContextMatmul, 110}, {OpKind::kOutputProjection, 90}});
+              {{OpKind::kQkvProjection, 300},
+               {OpKind::kScoreMatmul, 120},
+               {OpKind::kSoftmax, 40},
+               {OpKind::kContextMatmul, 110},
+               {OpKind::kOutputProjection, 90}});
   FakeGpuDevice::instance().launch(7000, "work outside attention");
   const std::vector<CallRecord> calls = drain(*t);
   ASSERT_EQ(calls.size(), 1u);
@@ -311,8 +315,10 @@ TEST_F(GpuTimerTest, RecordsInEitherOrderAttributeTheSame) {
 TEST_F(GpuTimerTest, BackwardNodesCarryTheirForwardCallsLayerAndKind) {
   auto t = make();
   t->start(GpuTiming::kCupti, false, "");
-  for (const auto& [kind, ns] : std::vector<std::pair<OpKind, uint64_t>>{
-           {OpKind::kOutputProjection, 200}, {OpKind::kSoftmax, 50}, {OpKind::kQkvProjection, 400}}) {
+  for (const auto& [kind, ns] :
+       std::vector<std::pair<OpKind, uint64_t>>{{OpKind::kOutputProjection, 200},
+                                                {OpKind::kSoftmax, 50},
+                                                {OpKind::kQkvProjection, 400}}) {
     t->nodeBegin(21, 4);
     const bool pushed = t->pushOp(DeviceKey{21, 4, Phase::kBackward, kind});
     FakeGpuDevice::instance().launch(ns, "node kernel");

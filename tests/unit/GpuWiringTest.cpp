@@ -13,9 +13,9 @@
 
 #include "FakeGpu.h"
 #include "GpuTesting.h"
+#include "TorchProfiler.h"
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
-#include "TorchProfiler.h"
 
 namespace attnscope {
 namespace {
@@ -117,7 +117,8 @@ TEST_F(GpuWiringTest, DeviceTableMatchesTheHostTableOpForOp) {
         // Forward: one kernel per top-level op, plus one per call under the call's own id.
         const uint64_t expected =
             hostOps + (p == Phase::kForward && static_cast<OpKind>(k) == OpKind::kOther ? 3 : 0);
-        EXPECT_EQ(deviceOps, expected) << layer << " " << phaseName(p) << " " << opKindName(static_cast<OpKind>(k));
+        EXPECT_EQ(deviceOps, expected)
+            << layer << " " << phaseName(p) << " " << opKindName(static_cast<OpKind>(k));
         if (d->kinds[k]) {
           kernels += d->kinds[k]->seconds.sum();
           EXPECT_NEAR(d->kinds[k]->seconds.sum(), deviceOps * kKernelNs * 1e-9, 1e-12);
@@ -137,12 +138,14 @@ TEST_F(GpuWiringTest, DeviceTableMatchesTheHostTableOpForOp) {
 }
 
 TEST_F(GpuWiringTest, AnotherSubscriberMeansCudaEventsThroughStart) {
-  activity_.failReason = "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight)";
+  activity_.failReason =
+      "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight)";
   start(config(GpuTiming::kAuto));
   const GpuStatus s = gpuStatus();
   EXPECT_EQ(s.source, GpuTiming::kEvents);
   EXPECT_EQ(s.fallbackReason,
-            "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight); using CUDA events");
+            "CUPTI is held by another subscriber (torch.profiler/Kineto, DCGM or Nsight); using "
+            "CUDA events");
   train(2);
   const StatsTable device = deviceTableWith(2, {Phase::kForward, Phase::kBackward});
   const PhaseStats* fwd = phaseOf(device, "layers.1.attn", Phase::kForward);
@@ -162,7 +165,8 @@ TEST_F(GpuWiringTest, TorchProfilerRunningAtStartMeansCudaEventsAndCuptiUntouche
   const GpuStatus s = gpuStatus();
   torch::autograd::profiler::disableProfiler();
   EXPECT_EQ(s.source, GpuTiming::kEvents);
-  EXPECT_EQ(s.fallbackReason, "torch.profiler (Kineto) is running and holds CUPTI; using CUDA events");
+  EXPECT_EQ(s.fallbackReason,
+            "torch.profiler (Kineto) is running and holds CUPTI; using CUDA events");
   EXPECT_EQ(activity_.startCalls, 0);
 }
 

@@ -9,8 +9,13 @@ namespace {
 using Kind = ActivityRecord::Kind;
 
 ActivityRecord correlation(uint32_t correlationId, const DeviceKey& key) {
-  return ActivityRecord{Kind::kExternalCorrelation, correlationId,
-                        KernelAttributor::packExternalId(key), 0, 0, 0, nullptr};
+  return ActivityRecord{Kind::kExternalCorrelation,
+                        correlationId,
+                        KernelAttributor::packExternalId(key),
+                        0,
+                        0,
+                        0,
+                        nullptr};
 }
 
 ActivityRecord kernel(uint32_t correlationId, uint64_t start, uint64_t end,
@@ -35,10 +40,10 @@ KernelAttributor::Options kernelsOnly() {
 }
 
 TEST(KernelAttributorTest, ExternalIdRoundTripsEveryField) {
-  const DeviceKey keys[] = {key(1, 0, Phase::kForward, OpKind::kQkvProjection),
-                            key(123456789, 65535, Phase::kBackward, OpKind::kOther),
-                            key((uint64_t{1} << 36) - 1, (1 << 20) - 1, Phase::kRecompute,
-                                OpKind::kFusedAttention)};
+  const DeviceKey keys[] = {
+      key(1, 0, Phase::kForward, OpKind::kQkvProjection),
+      key(123456789, 65535, Phase::kBackward, OpKind::kOther),
+      key((uint64_t{1} << 36) - 1, (1 << 20) - 1, Phase::kRecompute, OpKind::kFusedAttention)};
   for (const DeviceKey& k : keys) {
     const DeviceKey back = KernelAttributor::unpackExternalId(KernelAttributor::packExternalId(k));
     EXPECT_EQ(back.instance, k.instance);
@@ -62,7 +67,8 @@ TEST(KernelAttributorTest, KernelTimeGoesToTheLayerPhaseAndKindOfItsCorrelation)
   EXPECT_TRUE(a.endRound(false).empty());  // round 2: one quiet round so far
   std::vector<CallRecord> calls = a.endRound(false);
   ASSERT_EQ(calls.size(), 2u);
-  std::sort(calls.begin(), calls.end(), [](const CallRecord& x, const CallRecord& y) { return x.phase < y.phase; });
+  std::sort(calls.begin(), calls.end(),
+            [](const CallRecord& x, const CallRecord& y) { return x.phase < y.phase; });
   const CallRecord& fwd = calls[0];
   EXPECT_EQ(fwd.layer, 2);
   EXPECT_EQ(fwd.phase, Phase::kForward);
@@ -189,16 +195,21 @@ TEST(KernelAttributorTest, BackendFromKernelNames) {
     AttentionBackend backend;
   };
   const Case cases[] = {
-      {"void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false>, true>(Flash_fwd_params)",
+      {"void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false>, "
+       "true>(Flash_fwd_params)",
        AttentionBackend::kFlash},
-      {"_ZN5flash24flash_bwd_dot_do_o_kernelILb1E23Flash_bwd_kernel_traitsEEvNS_16Flash_bwd_paramsE",
+      {"_ZN5flash24flash_bwd_dot_do_o_kernelILb1E23Flash_bwd_kernel_traitsEEvNS_16Flash_bwd_"
+       "paramsE",
        AttentionBackend::kFlash},
-      {"fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
+      {"fmha_cutlassF_f16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<cutlass::"
+       "half_t, cutlass::arch::Sm80, true, 64, 64, 64, true, true>::Params)",
        AttentionBackend::kMemoryEfficient},
       {"fmha_cutlassB_f16_aligned_64x64_k64_sm80", AttentionBackend::kMemoryEfficient},
-      {"cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x64_4x1x1_kernel0_0", AttentionBackend::kCudnn},
+      {"cudnn_generated_fort_native_sdpa_sm90_knob_7_64x128x64_4x1x1_kernel0_0",
+       AttentionBackend::kCudnn},
       {"ampere_sgemm_128x64_tn", AttentionBackend::kMath},
-      {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
+      {"void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+       "at::native::(anonymous namespace)::SoftMaxForwardEpilogue>(float*, float const*, int)",
        AttentionBackend::kMath},
       {"nvjet_tst_128x64_64x8_2x1_v_bz_TNT", AttentionBackend::kMath},
   };

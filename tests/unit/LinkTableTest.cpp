@@ -31,8 +31,9 @@ TEST(LinkTableTest, FindsByThreadAndSequenceNumber) {
 TEST(LinkTableTest, TheLastRecordedOfEqualNumbersWins) {
   // aten::linear and the aten::t inside it peek the same number; t's node takes it.
   LinkTable t;
-  const std::vector<LinkTable::Entry> v = {entry(5, 1, OpKind::kOther), entry(5, 1, OpKind::kLayoutCopy),
-                                           entry(5, 1, OpKind::kQkvProjection), entry(6, 1, OpKind::kSoftmax)};
+  const std::vector<LinkTable::Entry> v = {
+      entry(5, 1, OpKind::kOther), entry(5, 1, OpKind::kLayoutCopy),
+      entry(5, 1, OpKind::kQkvProjection), entry(6, 1, OpKind::kSoftmax)};
   t.append(1, v.data(), v.size());
   Link out;
   ASSERT_TRUE(t.find(1, 5, &out));
@@ -42,9 +43,11 @@ TEST(LinkTableTest, TheLastRecordedOfEqualNumbersWins) {
 TEST(LinkTableTest, AnEnclosingCallEndingAfterANestedOneStaysSearchable) {
   LinkTable t;
   // The nested call (numbers 3..4) ends first, then the enclosing one (1..2 and 5..6).
-  const std::vector<LinkTable::Entry> inner = {entry(3, 2, OpKind::kSoftmax), entry(4, 2, OpKind::kDropout)};
-  const std::vector<LinkTable::Entry> outer = {entry(1, 1, OpKind::kQkvProjection), entry(2, 1, OpKind::kOther),
-                                               entry(5, 1, OpKind::kOutputProjection), entry(6, 1, OpKind::kOther)};
+  const std::vector<LinkTable::Entry> inner = {entry(3, 2, OpKind::kSoftmax),
+                                               entry(4, 2, OpKind::kDropout)};
+  const std::vector<LinkTable::Entry> outer = {
+      entry(1, 1, OpKind::kQkvProjection), entry(2, 1, OpKind::kOther),
+      entry(5, 1, OpKind::kOutputProjection), entry(6, 1, OpKind::kOther)};
   t.append(1, inner.data(), inner.size());
   t.append(1, outer.data(), outer.size());
   Link out;

@@ -45,7 +45,8 @@ Response http(int port, const std::string& method, const std::string& path,
   (void)!::write(fd, request.data(), request.size());
   std::string raw;
   char buffer[65536];
-  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;) raw.append(buffer, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof(buffer))) > 0;)
+    raw.append(buffer, static_cast<size_t>(n));
   ::close(fd);
   if (raw.size() > 12) r.status = std::stoi(raw.substr(9, 3));
   const auto split = raw.find("\r\n\r\n");
@@ -109,7 +110,8 @@ MetricsIdentity identity(int rank = 1) {
   return id;
 }
 
-const prometheus::MetricFamily* find(const std::vector<prometheus::MetricFamily>& fs, const std::string& name) {
+const prometheus::MetricFamily* find(const std::vector<prometheus::MetricFamily>& fs,
+                                     const std::string& name) {
   for (const auto& f : fs) {
     if (f.name == name) return &f;
   }
@@ -156,7 +158,8 @@ TEST(MetricsTest, HistogramCountsAreCumulativeAndExact) {
       // 1..10 ms: le=2^-7 (7.8 ms) holds the seven calls of 1 to 7 ms, le=2^-6.5 (11 ms) all ten.
       for (const auto& b : m.histogram.bucket) {
         if (std::fabs(b.upper_bound - std::pow(2.0, -7)) < 1e-12) EXPECT_EQ(b.cumulative_count, 7u);
-        if (std::fabs(b.upper_bound - std::pow(2.0, -6.5)) < 1e-12) EXPECT_EQ(b.cumulative_count, 10u);
+        if (std::fabs(b.upper_bound - std::pow(2.0, -6.5)) < 1e-12)
+          EXPECT_EQ(b.cumulative_count, 10u);
         if (b.upper_bound < 0.000976) EXPECT_EQ(b.cumulative_count, 0u);
       }
     }
@@ -188,7 +191,8 @@ TEST(MetricsTest, OpKindSecondsAndMemoryPerLayer) {
   ASSERT_NE(ops, nullptr);
   double softmaxLayer1 = -1;
   for (const auto& m : ops->metric) {
-    if (label(m, "layer") == "layers.1.attn" && label(m, "op_kind") == "softmax") softmaxLayer1 = m.counter.value;
+    if (label(m, "layer") == "layers.1.attn" && label(m, "op_kind") == "softmax")
+      softmaxLayer1 = m.counter.value;
   }
   EXPECT_NEAR(softmaxLayer1, 10 * 0.0005, 1e-9);
   const auto* bytes = find(families, "attnscope_attention_allocated_bytes_total");
@@ -273,12 +277,14 @@ TEST(MetricsTest, GpuSourceAlwaysAndDeviceFiguresWhenAGpuRuns) {
   EXPECT_EQ(find(gpu, "attnscope_attention_device_seconds")->metric.size(), 3u);
   const auto* kernels = find(gpu, "attnscope_attention_backend_kernels_total");
   ASSERT_NE(kernels, nullptr);
-  EXPECT_EQ(label(kernels->metric.front(), "backend"), attentionBackendName(AttentionBackend::kFlash));
+  EXPECT_EQ(label(kernels->metric.front(), "backend"),
+            attentionBackendName(AttentionBackend::kFlash));
   EXPECT_EQ(kernels->metric.front().counter.value, 7);
 }
 
 TEST(MetricsTest, TextExpositionHasTypesAndBuckets) {
-  const std::string text = renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
+  const std::string text =
+      renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
   EXPECT_NE(text.find("# TYPE attnscope_attention_seconds histogram"), std::string::npos);
   EXPECT_NE(text.find("attnscope_attention_seconds_bucket{"), std::string::npos);
   EXPECT_NE(text.find("le=\"+Inf\""), std::string::npos);
@@ -340,8 +346,11 @@ TEST(MetricsTest, BasicAuthRefusesScrapesWithoutCredentials) {
   server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
   EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 401);
   // base64("prom:wrong") and base64("prom:s3cret")
-  EXPECT_EQ(http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTp3cm9uZw==\r\n").status, 401);
-  const Response ok = http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTpzM2NyZXQ=\r\n");
+  EXPECT_EQ(
+      http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTp3cm9uZw==\r\n").status,
+      401);
+  const Response ok =
+      http(server.port(), "GET", "/metrics", "Authorization: Basic cHJvbTpzM2NyZXQ=\r\n");
   EXPECT_EQ(ok.status, 200);
   EXPECT_NE(ok.body.find("attnscope_build_info"), std::string::npos);
 }
@@ -356,11 +365,14 @@ TEST(MetricsTest, ControlNeedsTheTokenAndValidatesRequests) {
   const int port = server.port();
   const std::string bearer = "Authorization: Bearer 0123456789abcdef-token\r\n";
   EXPECT_EQ(http(port, "POST", "/control", "", "action=pause").status, 401);
-  EXPECT_EQ(http(port, "POST", "/control", "Authorization: Bearer wrong\r\n", "action=pause").status, 401);
+  EXPECT_EQ(
+      http(port, "POST", "/control", "Authorization: Bearer wrong\r\n", "action=pause").status,
+      401);
   EXPECT_EQ(server.control().generation, 0u);
   const Response bad = http(port, "POST", "/control", bearer, "sample_every=0");
   EXPECT_EQ(bad.status, 400);
-  EXPECT_NE(bad.body.find("allowed: action=pause, action=resume, sample_every=<1..1000000>"), std::string::npos);
+  EXPECT_NE(bad.body.find("allowed: action=pause, action=resume, sample_every=<1..1000000>"),
+            std::string::npos);
   EXPECT_EQ(http(port, "DELETE", "/control", bearer).status, 405);
   const Response paused = http(port, "POST", "/control", bearer, "action=pause");
   EXPECT_EQ(paused.status, 200);
@@ -377,7 +389,8 @@ TEST(MetricsTest, ControlNeedsTheTokenAndValidatesRequests) {
 }
 
 TEST(MetricsTest, FileSdListsEveryTargetWithLabels) {
-  const std::vector<ScrapeTarget> targets = {{0, 0, "node-a", "127.0.0.1", 9464}, {1, 1, "node-a", "127.0.0.1", 9465}};
+  const std::vector<ScrapeTarget> targets = {{0, 0, "node-a", "127.0.0.1", 9464},
+                                             {1, 1, "node-a", "127.0.0.1", 9465}};
   const std::string path = ::testing::TempDir() + "/attnscope_file_sd.json";
   std::string error;
   ASSERT_TRUE(writeFileSd(path, targets, "job-x", &error)) << error;
@@ -400,14 +413,15 @@ namespace {
 size_t seriesCount(const std::vector<prometheus::MetricFamily>& families) {
   size_t n = 0;
   for (const auto& f : families) {
-    for (const auto& m : f.metric) n += f.type == prometheus::MetricType::Histogram ? m.histogram.bucket.size() + 2 : 1;
+    for (const auto& m : f.metric)
+      n += f.type == prometheus::MetricType::Histogram ? m.histogram.bucket.size() + 2 : 1;
   }
   return n;
 }
 
 TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
   StatsTable t;
-  const OpKind kinds[] = {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
+  const OpKind kinds[] = {OpKind::kQkvProjection, OpKind::kScoreMatmul,      OpKind::kSoftmax,
                           OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy};
   for (int l = 0; l < 48; ++l) {
     const int32_t id = t.layerId("layers." + std::to_string(l));
@@ -428,8 +442,10 @@ TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
   ClusterReport cluster;
   cluster.stats = t;
   cluster.last.ranks.resize(4);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)), 4635u + 8 * 4 + 5 + 4416);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)), 123u + 8 * 4 + 5 + 92);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)),
+            4635u + 8 * 4 + 5 + 4416);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)),
+            123u + 8 * 4 + 5 + 92);
 }
 
 // The roofline (docs/METRICS.md): 5 series per rank, and 6 per (layer, phase, op kind) with
@@ -443,8 +459,9 @@ TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
       r.layer = id;
       r.phase = p;
       r.ns = 1000000;
-      for (OpKind k : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax, OpKind::kDropout,
-                       OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
+      for (OpKind k :
+           {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax, OpKind::kDropout,
+            OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
         CallRecord::Kind& kind = r.kinds[static_cast<int>(k)];
         kind.ns = kind.modelledNs = 1000;
         kind.ops = 1;
@@ -458,9 +475,12 @@ TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
   m.run.roofline = true;
   m.run.ceilings = Ceilings{1e11, 1e10, "calibration", ""};
   const size_t plain = seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr));
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, true, nullptr)), plain + 5 + 48 * 2 * 7 * 6);
-  const size_t plainSummed = seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr));
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, false, nullptr)), plainSummed + 5 + 2 * 7 * 6);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, true, nullptr)),
+            plain + 5 + 48 * 2 * 7 * 6);
+  const size_t plainSummed =
+      seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr));
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, false, nullptr)),
+            plainSummed + 5 + 2 * 7 * 6);
 }
 
 TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
@@ -512,8 +532,10 @@ TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
   ASSERT_EQ(peak->metric.size(), 1u);
   EXPECT_EQ(label(peak->metric[0], "source"), "config");
   EXPECT_DOUBLE_EQ(peak->metric[0].gauge.value, 1e11);
-  EXPECT_DOUBLE_EQ(find(families, "attnscope_roofline_shape_reads_total")->metric[0].counter.value, 30);
-  EXPECT_DOUBLE_EQ(find(families, "attnscope_roofline_shape_changes_total")->metric[0].counter.value, 3);
+  EXPECT_DOUBLE_EQ(find(families, "attnscope_roofline_shape_reads_total")->metric[0].counter.value,
+                   30);
+  EXPECT_DOUBLE_EQ(
+      find(families, "attnscope_roofline_shape_changes_total")->metric[0].counter.value, 3);
   // Unknown ceilings: the counters stay, no bound or fraction is claimed.
   m.run.ceilings = Ceilings{};
   const auto unknown = buildMetrics(identity(1), m, t, true, nullptr);

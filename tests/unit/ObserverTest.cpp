@@ -15,10 +15,10 @@
 #include <torch/cuda.h>
 #include <torch/nn/modules/activation.h>
 
+#include "TorchProfiler.h"
 #include "attnscope/ModuleScope.h"
 #include "attnscope/MultiheadAttention.h"
 #include "attnscope/attnscope.h"
-#include "TorchProfiler.h"
 
 namespace attnscope {
 namespace {
@@ -396,7 +396,8 @@ TORCH_MODULE(TinyAttention);
 
 struct TinyModelImpl : torch::nn::Module {
   TinyModelImpl() {
-    for (int i = 0; i < 2; ++i) blocks.push_back(register_module("blocks_" + std::to_string(i), TinyAttention()));
+    for (int i = 0; i < 2; ++i)
+      blocks.push_back(register_module("blocks_" + std::to_string(i), TinyAttention()));
   }
   torch::Tensor forward(torch::Tensor x) {
     for (auto& b : blocks) x = b->forward(x);
@@ -611,7 +612,8 @@ TEST_F(ObserverTest, MetaAndNestedTensorsAreObservedWithoutCostEstimates) {
     EXPECT_EQ(fwd->call.seconds.count(), 1u) << name;
     EXPECT_GT(fwd->call.ops, 0u) << name;
     for (int k = 0; k < kNumOpKinds; ++k) {
-      if (fwd->kinds[k]) EXPECT_EQ(fwd->kinds[k]->flops, 0.0) << name << " " << opKindName(static_cast<OpKind>(k));
+      if (fwd->kinds[k])
+        EXPECT_EQ(fwd->kinds[k]->flops, 0.0) << name << " " << opKindName(static_cast<OpKind>(k));
     }
   }
   // The real matmul is still modelled: 2 * batch * heads * 16 * 16 * 8 flops.
@@ -692,7 +694,8 @@ int64_t residentBytes() {
 // without a device says so too): the plugin runs, device timing is off with the reason, the
 // device table stays empty, and the host figures are unaffected.
 TEST_F(ObserverTest, GpuTimingIsOffWithItsReasonWhenNoDeviceIsUsable) {
-  if (acceleratorAvailableForTest()) GTEST_SKIP() << "a CUDA device is present: tests/gpu checks this path";
+  if (acceleratorAvailableForTest())
+    GTEST_SKIP() << "a CUDA device is present: tests/gpu checks this path";
   start(quietConfig());
   MultiheadAttention attn("encoder.attn", torch::nn::MultiheadAttentionOptions(32, 4));
   auto x = torch::randn({16, 2, 32});

@@ -351,7 +351,8 @@ TEST(OpClassifierTest, ComplexRotaryIsPositional) {
 
 // A compiled region hides the layer boundaries: only the attention kernel and softmax are told.
 TEST(OpClassifierTest, RegionKindsAreByNameAlone) {
-  EXPECT_EQ(regionOpKind("aten::_scaled_dot_product_flash_attention_for_cpu"), OpKind::kFusedAttention);
+  EXPECT_EQ(regionOpKind("aten::_scaled_dot_product_flash_attention_for_cpu"),
+            OpKind::kFusedAttention);
   EXPECT_EQ(regionOpKind("aten::_softmax"), OpKind::kSoftmax);
   EXPECT_EQ(regionOpKind("aten::mm"), OpKind::kOther);
   EXPECT_EQ(regionOpKind("aten::addmm"), OpKind::kOther);

@@ -99,9 +99,12 @@ class TestGateway {
       holding_ = false;
       return;  // closed without a reply
     }
-    send(fd, "HTTP/1.1 " + std::to_string(status_) + " X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    send(fd, "HTTP/1.1 " + std::to_string(status_) +
+                 " X\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
   }
-  static void send(int fd, const std::string& s) { (void)::send(fd, s.data(), s.size(), MSG_NOSIGNAL); }
+  static void send(int fd, const std::string& s) {
+    (void)::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+  }
 
   Mode mode_;
   int status_;
@@ -148,7 +151,8 @@ TEST(PusherTest, PushesTheSnapshotUnderItsGroupingKey) {
   EXPECT_EQ(pusher.errors(), 0u);
   const std::string request = gateway.lastRequest();
   // prometheus-cpp's Push() sends POST (the gateway replaces the pushed metric names of the group)
-  EXPECT_EQ(request.substr(0, request.find("\r\n")), "POST /metrics/job/jobA/instance/node1-rank3 HTTP/1.1");
+  EXPECT_EQ(request.substr(0, request.find("\r\n")),
+            "POST /metrics/job/jobA/instance/node1-rank3 HTTP/1.1");
   EXPECT_NE(request.find("attnscope_test_value 42"), std::string::npos) << request;
 }
 

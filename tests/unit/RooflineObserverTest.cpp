@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include <gtest/gtest.h>
-#include <torch/types.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
+#include <torch/types.h>
 
 #include "attnscope/attnscope.h"
 #include "attnscope/core/Roofline.h"
@@ -23,7 +23,8 @@ Config quietConfig() {
   return c;
 }
 
-const CellStats* findKind(const StatsTable& stats, const std::string& layer, Phase phase, OpKind kind) {
+const CellStats* findKind(const StatsTable& stats, const std::string& layer, Phase phase,
+                          OpKind kind) {
   for (const LayerStats& l : stats.layers()) {
     if (l.name != layer || !l.phases[static_cast<int>(phase)]) continue;
     return l.phases[static_cast<int>(phase)]->kinds[static_cast<int>(kind)].get();
@@ -193,7 +194,8 @@ TEST_F(RooflineObserverTest, CopyIsMemoryBoundAndLargeMatmulComputeBound) {
   for (const RooflineCell& c : cells) {
     const std::string& layer = stats.layers()[c.layer].name;
     if (layer == "copy" && c.kind == OpKind::kLayoutCopy) copy = &c;
-    if (layer == "matmul" && c.kind == OpKind::kQkvProjection) mm = &c;  // a projection-like op first
+    if (layer == "matmul" && c.kind == OpKind::kQkvProjection)
+      mm = &c;  // a projection-like op first
   }
   ASSERT_NE(copy, nullptr);
   ASSERT_NE(mm, nullptr);

@@ -508,7 +508,8 @@ TEST(RooflineFormulas, EinsumScoresAreABatchedMatmul) {
   EXPECT_DOUBLE_EQ(e.backward.bytes, bmm.backward.bytes);
   EXPECT_DOUBLE_EQ(e.forward.wideFlops, 65536);
   // Spaces are ignored; half precision halves the bytes and is not wide.
-  const OpCosts half = opCosts("einsum", Einsum(" bhqd, bhkd -> bhqk", {Half({2, 4, 16, 8}), Half({2, 4, 32, 8})}));
+  const OpCosts half =
+      opCosts("einsum", Einsum(" bhqd, bhkd -> bhqk", {Half({2, 4, 16, 8}), Half({2, 4, 32, 8})}));
   EXPECT_DOUBLE_EQ(half.forward.flops, 65536);
   EXPECT_DOUBLE_EQ(half.forward.bytes, 14336);
   EXPECT_DOUBLE_EQ(half.forward.wideFlops, 0);
@@ -521,8 +522,8 @@ TEST(RooflineFormulas, EinsumImplicitOutputAndEllipsis) {
   // ...qd,...kd->...qk on [2,4,16,8] and [4,32,8]: "..." broadcasts [2,4] with [4] to 8;
   // total 8·16·32·8 = 32768, out 8·16·32 = 4096: 65536 flops, (1024 + 1024 + 4096) × 4 = 24576.
   // Backward: (4096 + 1024 + 1024) × 4 twice = 49152.
-  EXPECT_COSTS("einsum", Einsum("...qd,...kd->...qk", {T({2, 4, 16, 8}), T({4, 32, 8})}), 65536, 24576,
-               131072, 49152);
+  EXPECT_COSTS("einsum", Einsum("...qd,...kd->...qk", {T({2, 4, 16, 8}), T({4, 32, 8})}), 65536,
+               24576, 131072, 49152);
   // A size-1 dimension broadcasts: ij,jk on [3,4], [1,5] is j = 4 for the first, 1 for the second.
   EXPECT_COSTS("einsum", Einsum("ij,jk->ik", {T({3, 4}), T({1, 5})}), 120, (12 + 5 + 15) * 4, 240,
                2 * (15 + 5 + 12) * 4);
@@ -535,7 +536,8 @@ TEST(RooflineFormulas, EinsumWithoutASumAndWithOneOperand) {
   // i,j->ij (outer product) on [3], [4]: 12 multiplies, (3 + 4 + 12) × 4; backward each gradient
   // sums over the other's index: 2 × 12 flops each, (12 + 4 + 3) × 4 + (12 + 3 + 4) × 4.
   EXPECT_COSTS("einsum", Einsum("i,j->ij", {T({3}), T({4})}), 12, 76, 48, 152);
-  // ij->i on [3,4]: 12 − 3 = 9 adds, (12 + 3) × 4; backward broadcasts dOut: (3 + 12) × 4, no flops.
+  // ij->i on [3,4]: 12 − 3 = 9 adds, (12 + 3) × 4; backward broadcasts dOut: (3 + 12) × 4, no
+  // flops.
   EXPECT_COSTS("einsum", Einsum("ij->i", {T({3, 4})}), 9, 60, 0, 60);
   // ij->ji and ii->i are views: modelled, nothing moved.
   EXPECT_COSTS("einsum", Einsum("ij->ji", {T({3, 4})}), 0, 0, 0, 0);
@@ -546,13 +548,14 @@ TEST(RooflineFormulas, EinsumWithoutASumAndWithOneOperand) {
 }
 
 TEST(RooflineFormulas, EinsumItCannotCountIsUnmodelled) {
-  expectUnmodelled("einsum", A({Other(), List(24)}));                   // the equation not captured
-  expectUnmodelled("einsum", A({T({2, 3}), T({3, 4})}));                // not einsum's arguments
-  expectUnmodelled("einsum", Einsum("ij,jk,kl->il", {T({2, 3}), T({3, 4}), T({4, 5})}));  // path-dependent
-  expectUnmodelled("einsum", Einsum("ij,jk->ik", {T({3, 4}), T({5, 6})}));  // j is 4 and 5
-  expectUnmodelled("einsum", Einsum("ijk,jk->i", {T({3, 4}), T({4, 5})}));  // 3 letters, 2 dims
-  expectUnmodelled("einsum", Einsum("ij,jk->iz", {T({3, 4}), T({4, 5})}));  // z is no input's
-  expectUnmodelled("einsum", Einsum("ij,jk->...ik", {T({3, 4}), T({4, 5})}));  // no input "..."
+  expectUnmodelled("einsum", A({Other(), List(24)}));     // the equation not captured
+  expectUnmodelled("einsum", A({T({2, 3}), T({3, 4})}));  // not einsum's arguments
+  expectUnmodelled("einsum",
+                   Einsum("ij,jk,kl->il", {T({2, 3}), T({3, 4}), T({4, 5})}));  // path-dependent
+  expectUnmodelled("einsum", Einsum("ij,jk->ik", {T({3, 4}), T({5, 6})}));      // j is 4 and 5
+  expectUnmodelled("einsum", Einsum("ijk,jk->i", {T({3, 4}), T({4, 5})}));      // 3 letters, 2 dims
+  expectUnmodelled("einsum", Einsum("ij,jk->iz", {T({3, 4}), T({4, 5})}));      // z is no input's
+  expectUnmodelled("einsum", Einsum("ij,jk->...ik", {T({3, 4}), T({4, 5})}));   // no input "..."
   expectUnmodelled("einsum", Einsum("ij,jk->ii", {T({3, 4}), T({4, 5})}));  // output letter twice
   expectUnmodelled("einsum", Einsum("i1,1k->ik", {T({3, 4}), T({4, 5})}));  // not a letter
   expectUnmodelled("einsum", Einsum("ij->i", {T({3, 4}), T({3, 4})}));  // one term, two operands

@@ -45,7 +45,7 @@ TEST(RunAnalysisTest, NamesTheInjectedRankAndLayer) {
   EXPECT_EQ(e.layer, "layers.1.attn");
   EXPECT_NEAR(e.maxScore, 1.5, 0.05);  // 4 layers of 84 units, one of them 3 times: 504 / 336
   EXPECT_GT(e.layerShare, 0.95);
-  EXPECT_EQ(e.phase, Phase::kBackward);  // backward costs twice forward here
+  EXPECT_EQ(e.phase, Phase::kBackward);    // backward costs twice forward here
   EXPECT_EQ(e.kind, OpKind::kLayoutCopy);  // the 7th kind costs most
   EXPECT_EQ(e.firstStep, 0u);
   EXPECT_EQ(e.lastStep, 999u);
@@ -60,11 +60,14 @@ TEST(RunAnalysisTest, NamesTheInjectedRankAndLayer) {
     EXPECT_NEAR(l.rankP50Seconds[2] / l.rankP50Seconds[0], 1.02, 0.01);
   }
   const std::string html = analysis::HtmlReport::render(a);
-  EXPECT_NE(html.find("<b class=\"big\">Straggler: rank 2, layer layers.1.attn</b>"), std::string::npos);
-  EXPECT_LT(html.find("Straggler: rank 2"), html.find("<svg")) << "the finding comes before the plots";
+  EXPECT_NE(html.find("<b class=\"big\">Straggler: rank 2, layer layers.1.attn</b>"),
+            std::string::npos);
+  EXPECT_LT(html.find("Straggler: rank 2"), html.find("<svg"))
+      << "the finding comes before the plots";
   const std::string json = analysis::JsonReport::render(a);
   EXPECT_NE(json.find("\"schema\": \"attnscope.analysis/1\""), std::string::npos);
-  EXPECT_NE(json.find("\"rank\": 2, \"first_step\": 0, \"last_step\": 999"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"rank\": 2, \"first_step\": 0, \"last_step\": 999"), std::string::npos)
+      << json;
 }
 
 TEST(RunAnalysisTest, NoInjectionNoStraggler) {
@@ -74,7 +77,8 @@ TEST(RunAnalysisTest, NoInjectionNoStraggler) {
   EXPECT_TRUE(a.stragglers.empty());
   EXPECT_TRUE(a.memoryOutliers.empty());
   for (const auto& r : a.ranks) EXPECT_NEAR(r.score, 1.0, 0.03);  // bases 1000 to 1020
-  EXPECT_NE(analysis::HtmlReport::render(a).find("<b class=\"big\">No straggler</b>"), std::string::npos);
+  EXPECT_NE(analysis::HtmlReport::render(a).find("<b class=\"big\">No straggler</b>"),
+            std::string::npos);
 }
 
 TEST(RunAnalysisTest, MissingSkippedAndStoppedRanksAreNamed) {
@@ -82,15 +86,14 @@ TEST(RunAnalysisTest, MissingSkippedAndStoppedRanksAreNamed) {
   testdata::writeRank(dir.path(), 0, 4, 2, 10, 100);
   testdata::writeRank(dir.path(), 1, 4, 2, 3, 100, -1, 1, /*stopped=*/false);  // killed at a third
   testdata::writeRank(dir.path(), 3, 4, 2, 10, 100);
-  {
-    std::ofstream(dir.file("rank-3.sqlite"), std::ios::trunc) << "garbage";
-  }
+  { std::ofstream(dir.file("rank-3.sqlite"), std::ios::trunc) << "garbage"; }
   const Analysis a = analyzeDir(dir.path());
   EXPECT_TRUE(a.anythingSkipped());
   ASSERT_EQ(a.ranks.size(), 4u);
   EXPECT_EQ(a.ranks[0].status, RankStatus::kOk);
   EXPECT_EQ(a.ranks[1].status, RankStatus::kStoppedEarly);
-  EXPECT_EQ(a.ranks[1].reason, "no clean stop; last step 299 at +3.0 s, the run goes on to +10.0 s");
+  EXPECT_EQ(a.ranks[1].reason,
+            "no clean stop; last step 299 at +3.0 s, the run goes on to +10.0 s");
   EXPECT_EQ(a.ranks[2].status, RankStatus::kMissing);
   EXPECT_EQ(a.ranks[2].reason, "no file rank-2.sqlite in the trace directory");
   EXPECT_EQ(a.ranks[3].status, RankStatus::kSkipped);
@@ -114,8 +117,10 @@ TEST(RunAnalysisTest, MemoryOutlierIsNamed) {
     in.layerNames = testdata::layerNames(2);
     for (uint64_t s = 0; s < 50; ++s) {
       std::vector<TraceCall> calls = testdata::stepCalls(2, 1000);
-      if (r == 1) calls[2].peak = 64 << 20;  // layers.1.attn forward
-      else calls[2].peak = 16 << 20;
+      if (r == 1)
+        calls[2].peak = 64 << 20;  // layers.1.attn forward
+      else
+        calls[2].peak = 16 << 20;
       in.steps.push_back(testdata::encoded(s, 1000 + 0.02 * s, 20000000, calls));
     }
     ASSERT_TRUE(store->commit(in, &error)) << error;
@@ -135,10 +140,13 @@ TEST(RunAnalysisTest, PerfettoTraceCarriesDistributedInfo) {
   const Analysis a = analyzeDir(dir.path(), &traces);
   ASSERT_EQ(traces.size(), 2u);
   const std::string one = analysis::PerfettoTrace::renderRank(traces[1], a);
-  EXPECT_NE(one.find("\"distributedInfo\": {\"rank\": 1, \"world_size\": 2, \"backend\": \"gloo\"}"), std::string::npos);
+  EXPECT_NE(
+      one.find("\"distributedInfo\": {\"rank\": 1, \"world_size\": 2, \"backend\": \"gloo\"}"),
+      std::string::npos);
   EXPECT_NE(one.find("\"name\": \"step 19\""), std::string::npos);
   const std::string all = analysis::PerfettoTrace::renderAll(traces, a);
-  EXPECT_NE(all.find("\"distributedInfo\": {\"world_size\": 2, \"ranks\": [0, 1]"), std::string::npos);
+  EXPECT_NE(all.find("\"distributedInfo\": {\"world_size\": 2, \"ranks\": [0, 1]"),
+            std::string::npos);
 }
 
 // ---- Roofline ---------------------------------------------------------------------------------
@@ -204,7 +212,8 @@ std::string ids(const Analysis& a) {
   return out;
 }
 
-const analysis::RooflineCell* findCell(const Analysis& a, const std::string& layer, Phase p, OpKind k) {
+const analysis::RooflineCell* findCell(const Analysis& a, const std::string& layer, Phase p,
+                                       OpKind k) {
   for (const analysis::RooflineCell& c : a.roofline.cells) {
     if (c.layer == layer && c.phase == p && c.kind == k) return &c;
   }
@@ -213,13 +222,15 @@ const analysis::RooflineCell* findCell(const Analysis& a, const std::string& lay
 
 // A forward of unfused attention in which each kind takes the given seconds; every kind sits at
 // 60% of its roof (100 GFLOP/s, 10 GB/s), matmuls compute-bound in bfloat16 (wide flops 0).
-std::vector<TraceRooflineRow> attentionRows(int layer, double qkv, double score, double softmax, double dropout,
-                                            double context, double output, double layout) {
+std::vector<TraceRooflineRow> attentionRows(int layer, double qkv, double score, double softmax,
+                                            double dropout, double context, double output,
+                                            double layout) {
   std::vector<TraceRooflineRow> rows;
   const auto matmul = [&](OpKind k, double s) {  // intensity 50: compute-bound, 6e10 flop/s
     if (s > 0) rows.push_back(rooflineRow(layer, kFwd, k, 10, s, 6e10 * s, 6e10 * s / 50, 0));
   };
-  const auto elementwise = [&](OpKind k, double s) {  // intensity 0.5: memory-bound, 3e9 flop/s = 60%
+  const auto elementwise = [&](OpKind k,
+                               double s) {  // intensity 0.5: memory-bound, 3e9 flop/s = 60%
     if (s > 0) rows.push_back(rooflineRow(layer, kFwd, k, 10, s, 3e9 * s, 6e9 * s, 3e9 * s));
   };
   matmul(OpKind::kQkvProjection, qkv);
@@ -228,7 +239,8 @@ std::vector<TraceRooflineRow> attentionRows(int layer, double qkv, double score,
   elementwise(OpKind::kDropout, dropout);
   matmul(OpKind::kContextMatmul, context);
   matmul(OpKind::kOutputProjection, output);
-  if (layout > 0) rows.push_back(rooflineRow(layer, kFwd, OpKind::kLayoutCopy, 10, layout, 0, 6e9 * layout));
+  if (layout > 0)
+    rows.push_back(rooflineRow(layer, kFwd, OpKind::kLayoutCopy, 10, layout, 0, 6e9 * layout));
   return rows;
 }
 
@@ -236,11 +248,12 @@ TEST(RunAnalysisTest, RooflinePointsMergeRanksAndWindowsAndClassify) {
   std::vector<analysis::RankTrace> traces;
   // Rank 0: score_matmul in two windows, 2e9 flop and 1e8 bytes in 0.05 s (0.04 s of it modelled);
   // rank 1: the same work in 0.1 s. Softmax memory-bound, a layout copy that moves data only.
-  traces.push_back(rooflineRank(0, 2,
-                                {rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.03, 1e9, 5e7, 1e9, 0.02),
-                                 rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.02, 1e9, 5e7, 1e9, 0.02),
-                                 rooflineRow(1, kFwd, OpKind::kSoftmax, 3, 0.1, 1e8, 4e8),
-                                 rooflineRow(0, kBwd, OpKind::kLayoutCopy, 5, 0.05, 0, 1e8)}));
+  traces.push_back(
+      rooflineRank(0, 2,
+                   {rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.03, 1e9, 5e7, 1e9, 0.02),
+                    rooflineRow(1, kFwd, OpKind::kScoreMatmul, 3, 0.02, 1e9, 5e7, 1e9, 0.02),
+                    rooflineRow(1, kFwd, OpKind::kSoftmax, 3, 0.1, 1e8, 4e8),
+                    rooflineRow(0, kBwd, OpKind::kLayoutCopy, 5, 0.05, 0, 1e8)}));
   traces.push_back(rooflineRank(1, 2,
                                 {rooflineRow(1, kFwd, OpKind::kScoreMatmul, 6, 0.1, 2e9, 1e8, 2e9),
                                  rooflineRow(1, kFwd, OpKind::kSoftmax, 3, 0.1, 1e8, 4e8),
@@ -282,7 +295,8 @@ TEST(RunAnalysisTest, RooflinePointsMergeRanksAndWindowsAndClassify) {
   const analysis::RooflineCell* copy = findCell(a, "layers.0.attn", kBwd, OpKind::kLayoutCopy);
   ASSERT_NE(copy, nullptr);
   EXPECT_EQ(copy->point.bound, Bound::kMemory);
-  EXPECT_NEAR(copy->point.fraction, (2e8 / 0.1) / 1e10, 1e-9);  // bytes per second over the bandwidth
+  EXPECT_NEAR(copy->point.fraction, (2e8 / 0.1) / 1e10,
+              1e-9);  // bytes per second over the bandwidth
 }
 
 TEST(RunAnalysisTest, RunCeilingsAreTheMedianOfTheRanksThatHaveThem) {
@@ -306,13 +320,16 @@ TEST(RunAnalysisTest, UnfusedAttentionIsRecommendedWithTheTorchVersionsFusedKern
   // softmax + dropout + layout copies: 0.4 of 1.0 s forward (above 30%).
   const auto rows = attentionRows(0, 0.2, 0.1, 0.2, 0.1, 0.1, 0.2, 0.1);
   {
-    const Analysis a = analyzeTraces({rooflineRank(0, 2, rows, "1.13.1+cpu"), rooflineRank(1, 2, rows, "1.13.1+cpu")});
+    const Analysis a = analyzeTraces(
+        {rooflineRank(0, 2, rows, "1.13.1+cpu"), rooflineRank(1, 2, rows, "1.13.1+cpu")});
     const analysis::Recommendation* r = findRecommendation(a, "unfused_attention");
     ASSERT_NE(r, nullptr);
-    EXPECT_NE(r->suggestion.find("This torch (1.13) has no fused attention kernel for training; torch >= 2.0's "
-                                 "torch.nn.functional.scaled_dot_product_attention (used by nn.MultiheadAttention) "
-                                 "fuses scores, masking, softmax, dropout and context"),
-              std::string::npos)
+    EXPECT_NE(
+        r->suggestion.find(
+            "This torch (1.13) has no fused attention kernel for training; torch >= 2.0's "
+            "torch.nn.functional.scaled_dot_product_attention (used by nn.MultiheadAttention) "
+            "fuses scores, masking, softmax, dropout and context"),
+        std::string::npos)
         << r->suggestion;
     EXPECT_EQ(evidence(*r, "softmax share of forward"), "20%");
     EXPECT_EQ(evidence(*r, "dropout share of forward"), "10%");
@@ -326,11 +343,13 @@ TEST(RunAnalysisTest, UnfusedAttentionIsRecommendedWithTheTorchVersionsFusedKern
     const Analysis a = analyzeTraces({rooflineRank(0, 1, rows, "2.1.0")});
     const analysis::Recommendation* r = findRecommendation(a, "unfused_attention");
     ASSERT_NE(r, nullptr);
-    EXPECT_EQ(r->suggestion.rfind("Use torch.nn.functional.scaled_dot_product_attention", 0), 0u) << r->suggestion;
+    EXPECT_EQ(r->suggestion.rfind("Use torch.nn.functional.scaled_dot_product_attention", 0), 0u)
+        << r->suggestion;
   }
   // Not without the evidence: the same parts at 20% of forward...
   {
-    const Analysis a = analyzeTraces({rooflineRank(0, 1, attentionRows(0, 0.3, 0.1, 0.1, 0.05, 0.1, 0.3, 0.05))});
+    const Analysis a =
+        analyzeTraces({rooflineRank(0, 1, attentionRows(0, 0.3, 0.1, 0.1, 0.05, 0.1, 0.3, 0.05))});
     EXPECT_EQ(findRecommendation(a, "unfused_attention"), nullptr);
   }
   // ...or a fused attention kernel that ran.
@@ -345,8 +364,10 @@ TEST(RunAnalysisTest, UnfusedAttentionIsRecommendedWithTheTorchVersionsFusedKern
 TEST(RunAnalysisTest, LowerPrecisionIsRecommendedForComputeBoundFloat32Matmuls) {
   // Softmax etc. small, so only the matmuls matter; qkv in float32, compute-bound.
   auto rows = attentionRows(0, 0, 0.1, 0.02, 0, 0.1, 0.1, 0);
-  rows.push_back(rooflineRow(0, kFwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.8e10));
-  rows.push_back(rooflineRow(0, kBwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.2e10));
+  rows.push_back(
+      rooflineRow(0, kFwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.8e10));
+  rows.push_back(
+      rooflineRow(0, kBwd, OpKind::kQkvProjection, 10, 0.3, 1.8e10, 1.8e10 / 50, 1.2e10));
   {
     const Analysis a = analyzeTraces({rooflineRank(0, 1, rows)});
     const analysis::Recommendation* r = findRecommendation(a, "lower_precision");
@@ -358,7 +379,8 @@ TEST(RunAnalysisTest, LowerPrecisionIsRecommendedForComputeBoundFloat32Matmuls) 
     EXPECT_EQ(evidence(*r, "fraction of roof"), "60%");
     EXPECT_EQ(evidence(*r, "float32/float64 share of flops"), "83%");
     EXPECT_EQ(evidence(*r, "achieved"), "60.0 GFLOP/s of 100 GFLOP/s");
-    EXPECT_NE(r->suggestion.find(R"(torch.autocast(device_type="cpu", dtype=torch.bfloat16))"), std::string::npos);
+    EXPECT_NE(r->suggestion.find(R"(torch.autocast(device_type="cpu", dtype=torch.bfloat16))"),
+              std::string::npos);
     EXPECT_NEAR(r->impact, 0.6 / 0.92, 1e-9);
   }
   // Not when the float32 share is below half...
@@ -366,7 +388,8 @@ TEST(RunAnalysisTest, LowerPrecisionIsRecommendedForComputeBoundFloat32Matmuls) 
     auto low = rows;
     low[low.size() - 2].wideFlops = 0.2e10;
     low[low.size() - 1].wideFlops = 0.2e10;
-    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, low)}), "lower_precision"), nullptr);
+    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, low)}), "lower_precision"),
+              nullptr);
   }
   // ...nor when the float32 matmul is memory-bound (intensity 5, ridge 10).
   {
@@ -374,7 +397,8 @@ TEST(RunAnalysisTest, LowerPrecisionIsRecommendedForComputeBoundFloat32Matmuls) 
     memory[memory.size() - 2].bytes = 1.8e10 / 5;
     memory[memory.size() - 1].bytes = 1.8e10 / 5;
     const Analysis a = analyzeTraces({rooflineRank(0, 1, memory)});
-    ASSERT_EQ(findCell(a, "layers.0.attn", kFwd, OpKind::kQkvProjection)->point.bound, Bound::kMemory);
+    ASSERT_EQ(findCell(a, "layers.0.attn", kFwd, OpKind::kQkvProjection)->point.bound,
+              Bound::kMemory);
     EXPECT_EQ(findRecommendation(a, "lower_precision"), nullptr);
   }
 }
@@ -388,7 +412,8 @@ TEST(RunAnalysisTest, RankBelowItsCeilingIsNamedWithItsNode) {
     if (r.kind == OpKind::kScoreMatmul) r.seconds = r.modelledSeconds = 0.25;
   }
   {
-    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, slow)});
+    const Analysis a = analyzeTraces(
+        {rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, slow)});
     ASSERT_EQ(a.roofline.recommendations.size(), 1u) << ids(a);
     const analysis::Recommendation& r = a.roofline.recommendations[0];
     EXPECT_EQ(r.id, "rank_below_ceiling");
@@ -400,7 +425,8 @@ TEST(RunAnalysisTest, RankBelowItsCeilingIsNamedWithItsNode) {
     EXPECT_EQ(evidence(r, "its fraction of its roof"), "24%");
     EXPECT_EQ(evidence(r, "other ranks' median"), "60%");
     EXPECT_EQ(evidence(r, "cells below"), "1 of 5");
-    EXPECT_NE(r.suggestion.find("A hardware or placement problem on rank 2 (node node2): thermal throttling"),
+    EXPECT_NE(r.suggestion.find(
+                  "A hardware or placement problem on rank 2 (node node2): thermal throttling"),
               std::string::npos);
   }
   // Not at 0.75 of the others (45% of its roof against 60%)...
@@ -409,16 +435,19 @@ TEST(RunAnalysisTest, RankBelowItsCeilingIsNamedWithItsNode) {
     for (TraceRooflineRow& r : mild) {
       if (r.kind == OpKind::kScoreMatmul) r.seconds = r.modelledSeconds = 0.1 / 0.75;
     }
-    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, mild)});
+    const Analysis a = analyzeTraces(
+        {rooflineRank(0, 3, rows), rooflineRank(1, 3, rows), rooflineRank(2, 3, mild)});
     EXPECT_EQ(findRecommendation(a, "rank_below_ceiling"), nullptr);
   }
   // ...nor when the other ranks disagree (two slow ranks of three: nobody to blame).
   {
-    const Analysis a = analyzeTraces({rooflineRank(0, 3, rows), rooflineRank(1, 3, slow), rooflineRank(2, 3, slow)});
+    const Analysis a = analyzeTraces(
+        {rooflineRank(0, 3, rows), rooflineRank(1, 3, slow), rooflineRank(2, 3, slow)});
     EXPECT_EQ(findRecommendation(a, "rank_below_ceiling"), nullptr);
   }
   // ...nor with one rank.
-  EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, slow)}), "rank_below_ceiling"), nullptr);
+  EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, slow)}), "rank_below_ceiling"),
+            nullptr);
 }
 
 TEST(RunAnalysisTest, MemoryBoundKindFarBelowItsRoofIsRecommended) {
@@ -444,7 +473,9 @@ TEST(RunAnalysisTest, MemoryBoundKindFarBelowItsRoofIsRecommended) {
     auto fast = rows;
     fast[fast.size() - 2].bytes *= 3;
     fast[fast.size() - 1].bytes *= 3;
-    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, fast)}), "memory_bound_far_below"), nullptr);
+    EXPECT_EQ(
+        findRecommendation(analyzeTraces({rooflineRank(0, 1, fast)}), "memory_bound_far_below"),
+        nullptr);
   }
   // ...nor at 5% of the attention time.
   {
@@ -452,7 +483,9 @@ TEST(RunAnalysisTest, MemoryBoundKindFarBelowItsRoofIsRecommended) {
     small.pop_back();
     small.back().seconds = small.back().modelledSeconds = 0.04;
     small.back().bytes = 0.4e8;
-    EXPECT_EQ(findRecommendation(analyzeTraces({rooflineRank(0, 1, small)}), "memory_bound_far_below"), nullptr);
+    EXPECT_EQ(
+        findRecommendation(analyzeTraces({rooflineRank(0, 1, small)}), "memory_bound_far_below"),
+        nullptr);
   }
 }
 
@@ -461,12 +494,14 @@ TEST(RunAnalysisTest, RecommendationsAreSortedByImpactAndReportedInHtmlAndJson) 
   // projections (qkv and output: 0.35 of 0.95 s), on two layers and two ranks.
   auto rows = attentionRows(0, 0.2, 0.1, 0.2, 0.1, 0.1, 0.15, 0.1);
   for (TraceRooflineRow& r : rows) {
-    if (r.kind == OpKind::kQkvProjection || r.kind == OpKind::kOutputProjection) r.wideFlops = r.flops;
+    if (r.kind == OpKind::kQkvProjection || r.kind == OpKind::kOutputProjection)
+      r.wideFlops = r.flops;
   }
   auto second = rows;
   for (TraceRooflineRow& r : second) r.layer = 1;
   rows.insert(rows.end(), second.begin(), second.end());
-  const Analysis a = analyzeTraces({rooflineRank(0, 2, rows, "1.13.1"), rooflineRank(1, 2, rows, "1.13.1")});
+  const Analysis a =
+      analyzeTraces({rooflineRank(0, 2, rows, "1.13.1"), rooflineRank(1, 2, rows, "1.13.1")});
   ASSERT_EQ(a.roofline.recommendations.size(), 2u) << ids(a);
   EXPECT_EQ(a.roofline.recommendations[0].id, "unfused_attention");
   EXPECT_NEAR(a.roofline.recommendations[0].impact, 0.4 / 0.95, 1e-9);
@@ -505,15 +540,17 @@ TEST(RunAnalysisTest, RecommendationsAreSortedByImpactAndReportedInHtmlAndJson) 
   EXPECT_NE(json.find(R"("id": "unfused_attention")"), std::string::npos);
   EXPECT_LT(json.find(R"("id": "unfused_attention")"), json.find(R"("id": "lower_precision")"));
   EXPECT_NE(json.find(R"("softmax share of forward": "21%")"), std::string::npos);
-  EXPECT_NE(json.find(R"({"layer": "layers.0.attn", "phase": "forward", "kind": "softmax", "ops": 20)"),
-            std::string::npos)
+  EXPECT_NE(
+      json.find(R"({"layer": "layers.0.attn", "phase": "forward", "kind": "softmax", "ops": 20)"),
+      std::string::npos)
       << json;
 }
 
 TEST(RunAnalysisTest, AbsurdRooflineFiguresAreReportedWithoutHangingOrInfinities) {
   // Finite values the reader lets through, whose rates overflow, and absurd ceilings.
-  auto t = rooflineRank(0, 1, {rooflineRow(0, kFwd, OpKind::kSoftmax, 1, 1e-300, 1e300, 1e-300),
-                               rooflineRow(0, kBwd, OpKind::kSoftmax, 1, 1e-3, 1e6, 1e6)},
+  auto t = rooflineRank(0, 1,
+                        {rooflineRow(0, kFwd, OpKind::kSoftmax, 1, 1e-300, 1e300, 1e-300),
+                         rooflineRow(0, kBwd, OpKind::kSoftmax, 1, 1e-3, 1e6, 1e6)},
                         "x.y", 1e-300, 1e300);
   Analysis a = analyzeTraces({t});
   EXPECT_FALSE(a.roofline.ceilings.known()) << "ceilings outside 1 to 1e21 per second are unknown";
@@ -536,9 +573,11 @@ TEST(RunAnalysisTest, TracesWithoutRooflineSayItInOneLine) {
   EXPECT_TRUE(a.roofline.cells.empty());
   EXPECT_TRUE(a.roofline.recommendations.empty());
   const std::string html = analysis::HtmlReport::render(a);
-  EXPECT_NE(html.find(R"(<p id="roofline-none">No roofline data in these traces)"), std::string::npos);
+  EXPECT_NE(html.find(R"(<p id="roofline-none">No roofline data in these traces)"),
+            std::string::npos);
   EXPECT_EQ(html.find(R"(<svg class="roofline")"), std::string::npos);
-  EXPECT_NE(analysis::JsonReport::render(a).find(R"("roofline": {"present": false)"), std::string::npos);
+  EXPECT_NE(analysis::JsonReport::render(a).find(R"("roofline": {"present": false)"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace attnscope {
 namespace {
 
 // A present rank's report: `attention` seconds per sampled step, split 1:2 forward/backward.
-RankWindow window(int32_t rank, double attention, uint64_t lastStep = 0, uint32_t sampledSteps = 1) {
+RankWindow window(int32_t rank, double attention, uint64_t lastStep = 0,
+                  uint32_t sampledSteps = 1) {
   RankWindow w;
   w.rank = rank;
   w.present = true;
@@ -87,8 +88,8 @@ TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
   w.controlSampleEvery = 250;
   const std::vector<double> v = w.toVector();
   ASSERT_EQ(v.size(), RankWindow::kVectorSize);
-  EXPECT_EQ(v[0], 7.0);  // declaration order: rank first
-  EXPECT_EQ(v[1], 1.0);  // present as 1
+  EXPECT_EQ(v[0], 7.0);   // declaration order: rank first
+  EXPECT_EQ(v[1], 1.0);   // present as 1
   EXPECT_EQ(v[14], 2.0);  // topPhase as its integer value
   EXPECT_EQ(v[15], static_cast<double>(static_cast<int>(OpKind::kContextMatmul)));
   expectSameWindow(RankWindow::fromVector(v.data()), w);
@@ -129,7 +130,8 @@ TEST(StragglerDetectorTest, MedianSkipsAbsentAndUnsampledRanks) {
   RankWindow gone = window(3, 100.0);
   gone.present = false;
   const ClusterRound& c = d.update(
-      {window(0, 1.0), window(1, 2.0), window(2, 3.0), gone, window(4, 100.0, 0, /*sampled=*/0)}, 0);
+      {window(0, 1.0), window(1, 2.0), window(2, 3.0), gone, window(4, 100.0, 0, /*sampled=*/0)},
+      0);
   EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.0);  // over 1, 2, 3 only
   EXPECT_EQ(c.presentRanks, 4);
   EXPECT_EQ(c.expectedRanks, 5);
@@ -305,7 +307,8 @@ TEST(StragglerDetectorTest, NobodyIsHungWhenEveryRankIsStalled) {
   o.hangSeconds = 300;
   StragglerDetector d(3, o);
   auto at = [](uint64_t step) {
-    return std::vector<RankWindow>{window(0, 1.0, step), window(1, 1.0, step), window(2, 1.0, step)};
+    return std::vector<RankWindow>{window(0, 1.0, step), window(1, 1.0, step),
+                                   window(2, 1.0, step)};
   };
   // Stalled from the start.
   d.update(at(5), 0);

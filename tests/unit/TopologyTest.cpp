@@ -26,10 +26,14 @@ TEST(TopologyTest, SingleProcessWithoutLauncher) {
 }
 
 TEST(TopologyTest, Torchrun) {
-  const Topology t = Topology::fromVariables(
-      {{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
-       {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "abc"},
-       {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  const Topology t = Topology::fromVariables({{"RANK", "5"},
+                                              {"WORLD_SIZE", "8"},
+                                              {"LOCAL_RANK", "1"},
+                                              {"LOCAL_WORLD_SIZE", "4"},
+                                              {"MASTER_ADDR", "10.0.0.1"},
+                                              {"MASTER_PORT", "29500"},
+                                              {"TORCHELASTIC_RUN_ID", "abc"},
+                                              {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
   EXPECT_EQ(t.rank, 5);
   EXPECT_EQ(t.worldSize, 8);
   EXPECT_EQ(t.localRank, 1);
@@ -54,8 +58,10 @@ TEST(TopologyTest, OpenMpi) {
 }
 
 TEST(TopologyTest, TorchrunVariablesWinOverMpi) {
-  const Topology t = Topology::fromVariables(
-      {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}});
+  const Topology t = Topology::fromVariables({{"RANK", "1"},
+                                              {"WORLD_SIZE", "2"},
+                                              {"OMPI_COMM_WORLD_RANK", "0"},
+                                              {"OMPI_COMM_WORLD_SIZE", "2"}});
   EXPECT_EQ(t.rank, 1);
   EXPECT_EQ(t.source, "env");
 }
@@ -67,8 +73,9 @@ TEST(TopologyTest, BadValuesNameTheVariable) {
             "RANK=\"x\" is not valid; allowed: an integer from 0 to 3 (WORLD_SIZE is 4)");
   EXPECT_EQ(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "0"}}),
             "WORLD_SIZE=\"0\" is not valid; allowed: an integer from 1 to 16777216");
-  EXPECT_EQ(errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
-            "LOCAL_RANK=\"2\" is not valid; allowed: an integer from 0 to 1");
+  EXPECT_EQ(
+      errorOf({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}}),
+      "LOCAL_RANK=\"2\" is not valid; allowed: an integer from 0 to 1");
   EXPECT_EQ(errorOf({{"MASTER_PORT", "70000"}}),
             "MASTER_PORT=\"70000\" is not valid; allowed: an integer from 1 to 65535");
   EXPECT_EQ(errorOf({{"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "4"}}),

@@ -24,7 +24,8 @@ TEST(TraceFormatTest, ValueCodeKeepsRelativeErrorBelow0034PercentPlusHalfAUnit) 
   const double halfCode = std::exp2(1.0 / 2048) - 1;
   double worst = 0;
   for (int i = 0; i < 200000; ++i) {
-    const int64_t v = static_cast<int64_t>(std::exp2(std::uniform_real_distribution<double>(0, 62)(rng)));
+    const int64_t v =
+        static_cast<int64_t>(std::exp2(std::uniform_real_distribution<double>(0, 62)(rng)));
     if (v <= 0) continue;
     const double back = static_cast<double>(decodeValue(encodeValue(v)));
     EXPECT_LE(std::abs(back - v), halfCode * v * (1 + 1e-9) + 0.5) << v;
@@ -37,14 +38,18 @@ TEST(TraceFormatTest, TwelveBitCodeKeepsRelativeErrorBelow055PercentPlusHalfAUni
   std::mt19937_64 rng(11);
   const double halfCode = std::exp2(1.0 / 128) - 1;
   for (int i = 0; i < 100000; ++i) {
-    const int64_t v = static_cast<int64_t>(std::exp2(std::uniform_real_distribution<double>(0, 62)(rng)));
+    const int64_t v =
+        static_cast<int64_t>(std::exp2(std::uniform_real_distribution<double>(0, 62)(rng)));
     if (v <= 0) continue;
     const uint16_t code = traceformat::encodeValue12(v);
     ASSERT_LT(code, 4096);
-    EXPECT_LE(std::abs(static_cast<double>(traceformat::decodeValue12(code)) - v), halfCode * v * (1 + 1e-9) + 0.5) << v;
+    EXPECT_LE(std::abs(static_cast<double>(traceformat::decodeValue12(code)) - v),
+              halfCode * v * (1 + 1e-9) + 0.5)
+        << v;
   }
   EXPECT_EQ(traceformat::decodeValue12(traceformat::encodeValue12(0)), 0);
-  EXPECT_EQ(traceformat::decodeValue12(traceformat::encodeValue12(int64_t{1} << 40)), int64_t{1} << 40);
+  EXPECT_EQ(traceformat::decodeValue12(traceformat::encodeValue12(int64_t{1} << 40)),
+            int64_t{1} << 40);
 }
 
 TEST(TraceFormatTest, SmallValuesZeroAndNegativesAreExactOrZero) {
@@ -62,7 +67,8 @@ TEST(TraceFormatTest, CallsRoundTrip) {
   encodeCalls(in, &blob);
   std::vector<TraceCall> out;
   std::string error;
-  ASSERT_TRUE(decodeCalls(reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), &out, &error)) << error;
+  ASSERT_TRUE(decodeCalls(reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), &out, &error))
+      << error;
   ASSERT_EQ(out.size(), in.size());
   for (size_t i = 0; i < in.size(); ++i) {
     EXPECT_EQ(out[i].layer, in[i].layer);
@@ -71,7 +77,8 @@ TEST(TraceFormatTest, CallsRoundTrip) {
     EXPECT_NEAR(out[i].ns, in[i].ns, in[i].ns * 4e-4);
     EXPECT_NEAR(out[i].bytes, in[i].bytes, in[i].bytes * 5.5e-3 + 0.5);
     EXPECT_NEAR(out[i].peak, in[i].peak, in[i].peak * 5.5e-3 + 0.5);
-    for (int k = 0; k < kNumOpKinds; ++k) EXPECT_NEAR(out[i].kinds[k].ns, in[i].kinds[k].ns, in[i].kinds[k].ns * 4e-4);
+    for (int k = 0; k < kNumOpKinds; ++k)
+      EXPECT_NEAR(out[i].kinds[k].ns, in[i].kinds[k].ns, in[i].kinds[k].ns * 4e-4);
   }
 }
 
@@ -104,7 +111,8 @@ TEST(TraceFormatTest, CallRecordsAccumulatePerStep) {
 std::string decodeError(const std::string& blob) {
   std::vector<TraceCall> out;
   std::string error;
-  if (decodeCalls(reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), &out, &error)) return "<decoded>";
+  if (decodeCalls(reinterpret_cast<const uint8_t*>(blob.data()), blob.size(), &out, &error))
+    return "<decoded>";
   EXPECT_TRUE(out.empty());
   return error;
 }

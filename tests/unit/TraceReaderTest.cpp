@@ -44,7 +44,8 @@ TEST(TraceReaderTest, MissingEmptyAndForeignFilesAreRefusedWithAReason) {
   writeAll(dir.file("empty.sqlite"), "");
   EXPECT_EQ(readError(dir.file("empty.sqlite")), "empty file (0 bytes)");
   writeAll(dir.file("text.sqlite"), std::string(5000, 'x'));
-  EXPECT_EQ(readError(dir.file("text.sqlite")), "not a readable SQLite database: file is not a database");
+  EXPECT_EQ(readError(dir.file("text.sqlite")),
+            "not a readable SQLite database: file is not a database");
   EXPECT_EQ(readError(dir.path()), "not a regular file");
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("other.sqlite").c_str(), &db), SQLITE_OK);
@@ -69,11 +70,14 @@ TEST(TraceReaderTest, OverwrittenPagesAreRefused) {
   testdata::writeRank(dir.path(), 0, 1, 4, 5, 200);
   std::string bytes = readAll(dir.file("rank-0.sqlite"));
   for (size_t i = 4096 * 2; i < bytes.size(); i += 4096) {
-    for (size_t j = 0; j < 64; ++j) bytes[i + j] = static_cast<char>(0xA5 ^ j);  // every page header
+    for (size_t j = 0; j < 64; ++j)
+      bytes[i + j] = static_cast<char>(0xA5 ^ j);  // every page header
   }
   writeAll(dir.file("rank-0.sqlite"), bytes);
   const std::string error = readError(dir.file("rank-0.sqlite"));
-  EXPECT_TRUE(error.rfind("corrupt or truncated", 0) == 0 || error.rfind("not a readable SQLite", 0) == 0) << error;
+  EXPECT_TRUE(error.rfind("corrupt or truncated", 0) == 0 ||
+              error.rfind("not a readable SQLite", 0) == 0)
+      << error;
 }
 
 TEST(TraceReaderTest, UndecodableStepRecordsAreLeftOutAndCounted) {
@@ -81,7 +85,9 @@ TEST(TraceReaderTest, UndecodableStepRecordsAreLeftOutAndCounted) {
   testdata::writeRank(dir.path(), 0, 1, 2, 1, 10);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE steps SET data = x'0501' WHERE step = 4", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(db, "UPDATE steps SET data = x'0501' WHERE step = 4", nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   RankTrace t;
   std::string error;
@@ -97,7 +103,8 @@ TEST(TraceReaderTest, BadMetadataIsRefusedNamingTheValue) {
   const auto setMeta = [&](const char* key, const char* value) {
     sqlite3* db = nullptr;
     sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db);
-    const std::string sql = std::string("UPDATE meta SET value = '") + value + "' WHERE key = '" + key + "'";
+    const std::string sql =
+        std::string("UPDATE meta SET value = '") + value + "' WHERE key = '" + key + "'";
     sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr);
     sqlite3_close(db);
   };
@@ -105,10 +112,12 @@ TEST(TraceReaderTest, BadMetadataIsRefusedNamingTheValue) {
   EXPECT_EQ(readError(dir.file("rank-0.sqlite")), "metadata world_size=\"0\" is not above rank 0");
   setMeta("world_size", "2");
   setMeta("rank", "-1");
-  EXPECT_EQ(readError(dir.file("rank-0.sqlite")), "metadata rank=\"-1\" is not a rank (0 to 16777215)");
+  EXPECT_EQ(readError(dir.file("rank-0.sqlite")),
+            "metadata rank=\"-1\" is not a rank (0 to 16777215)");
   setMeta("rank", "0");
   setMeta("format", "attnscope.trace/9");
-  EXPECT_EQ(readError(dir.file("rank-0.sqlite")), "format \"attnscope.trace/9\" is not attnscope.trace/1");
+  EXPECT_EQ(readError(dir.file("rank-0.sqlite")),
+            "format \"attnscope.trace/9\" is not attnscope.trace/1");
 }
 
 TEST(TraceReaderTest, DirectoryYieldsGoodRanksAndNamesTheBadOnes) {
@@ -141,7 +150,8 @@ TEST(TraceReaderTest, FileWithoutTheRooflineTableReadsWithNoRows) {
   testdata::writeRank(dir.path(), 0, 1, 2, 2, 10);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE roofline", nullptr, nullptr, nullptr), SQLITE_OK);  // a file from before it
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE roofline", nullptr, nullptr, nullptr),
+            SQLITE_OK);  // a file from before it
   sqlite3_close(db);
   RankTrace t;
   std::string error;
@@ -156,20 +166,22 @@ TEST(TraceReaderTest, RooflineRowsOutOfRangeAreLeftOutAndCounted) {
   testdata::writeRank(dir.path(), 0, 1, 2, 1, 10);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(dir.file("rank-0.sqlite").c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "INSERT INTO roofline VALUES(1, 0, 0, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // good
-                         "INSERT INTO roofline VALUES(1, 0, 3, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // phase 3
-                         "INSERT INTO roofline VALUES(1, 0, 0, 10, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // kind 10
-                         "INSERT INTO roofline VALUES(1, -1, 0, 2, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // layer -1
-                         "INSERT INTO roofline VALUES(1, 0, 0, 3, -5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // ops < 0
-                         "INSERT INTO roofline VALUES(1, 0, 0, 4, 5, -0.5, 0, 1e9, 1e8, 1e9);"    // seconds < 0
-                         "INSERT INTO roofline VALUES(1, 0, 0, 5, 5, 0.5, 0.5, NULL, 1e8, 0);"    // flops NULL
-                         "INSERT INTO roofline VALUES(1, 0, 0, 6, 5, 0.5, 0.5, 1e999, 1e8, 0);"   // flops inf
-                         "INSERT INTO roofline VALUES(1, 0, 0, 7, 5, 0.5, 0.9, 1e9, 1e8, 0);"     // modelled > all
-                         "INSERT INTO roofline VALUES(1, 0, 0, 8, 5, 0.5, 0.5, 1e9, 1e8, 2e9);"   // wide > flops
-                         "INSERT INTO roofline VALUES(2, 1, 1, 0, 5, 0.5, 0.5, 'x', 1e8, 0);",    // flops text
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(
+          db,
+          "INSERT INTO roofline VALUES(1, 0, 0, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // good
+          "INSERT INTO roofline VALUES(1, 0, 3, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // phase 3
+          "INSERT INTO roofline VALUES(1, 0, 0, 10, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // kind 10
+          "INSERT INTO roofline VALUES(1, -1, 0, 2, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // layer -1
+          "INSERT INTO roofline VALUES(1, 0, 0, 3, -5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // ops < 0
+          "INSERT INTO roofline VALUES(1, 0, 0, 4, 5, -0.5, 0, 1e9, 1e8, 1e9);"    // seconds < 0
+          "INSERT INTO roofline VALUES(1, 0, 0, 5, 5, 0.5, 0.5, NULL, 1e8, 0);"    // flops NULL
+          "INSERT INTO roofline VALUES(1, 0, 0, 6, 5, 0.5, 0.5, 1e999, 1e8, 0);"   // flops inf
+          "INSERT INTO roofline VALUES(1, 0, 0, 7, 5, 0.5, 0.9, 1e9, 1e8, 0);"     // modelled > all
+          "INSERT INTO roofline VALUES(1, 0, 0, 8, 5, 0.5, 0.5, 1e9, 1e8, 2e9);"   // wide > flops
+          "INSERT INTO roofline VALUES(2, 1, 1, 0, 5, 0.5, 0.5, 'x', 1e8, 0);",    // flops text
+          nullptr, nullptr, nullptr),
+      SQLITE_OK);
   sqlite3_close(db);
   RankTrace t;
   std::string error;
@@ -185,8 +197,8 @@ TEST(TraceReaderTest, ImageInMemoryReadsLikeTheFile) {
   const std::string bytes = readAll(dir.file("rank-0.sqlite"));
   RankTrace t;
   std::string error;
-  ASSERT_TRUE(analysis::readRankTraceImage(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "image", &t,
-                                           &error))
+  ASSERT_TRUE(analysis::readRankTraceImage(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                           bytes.size(), "image", &t, &error))
       << error;
 
   EXPECT_EQ(t.steps.size(), 40u);

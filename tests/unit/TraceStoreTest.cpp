@@ -60,16 +60,23 @@ TEST(TraceStoreTest, RooflineRowsAndHardwareMetaReadBackUnderTheWindowsInterval)
   TraceInterval in;
   in.meta = testdata::meta(0, 1);
   for (const auto& kv : std::vector<std::pair<std::string, std::string>>{
-           {"peak_flops_per_second", "1.25e+11"}, {"peak_bytes_per_second", "2e+10"},
-           {"ceiling_source", "calibration"}, {"ceiling_detail", "float32 mm 1024x1024, best of 5"},
-           {"timing", "host"}, {"cpu_model", "Test CPU"}, {"cpu_cores", "2"}, {"torch_threads", "1"},
+           {"peak_flops_per_second", "1.25e+11"},
+           {"peak_bytes_per_second", "2e+10"},
+           {"ceiling_source", "calibration"},
+           {"ceiling_detail", "float32 mm 1024x1024, best of 5"},
+           {"timing", "host"},
+           {"cpu_model", "Test CPU"},
+           {"cpu_cores", "2"},
+           {"torch_threads", "1"},
            {"blas", "libopenblas.so.0 (pthread)"}}) {
     in.meta.push_back(kv);
   }
   in.layerNames = testdata::layerNames(2);
   in.haveWindow = true;
-  in.roofline.push_back(testdata::rooflineRow(0, Phase::kForward, OpKind::kScoreMatmul, 12, 0.5, 3e9, 1e8, 2e9, 0.4));
-  in.roofline.push_back(testdata::rooflineRow(1, Phase::kBackward, OpKind::kLayoutCopy, 7, 0.25, 0, 5e7));
+  in.roofline.push_back(
+      testdata::rooflineRow(0, Phase::kForward, OpKind::kScoreMatmul, 12, 0.5, 3e9, 1e8, 2e9, 0.4));
+  in.roofline.push_back(
+      testdata::rooflineRow(1, Phase::kBackward, OpKind::kLayoutCopy, 7, 0.25, 0, 5e7));
   ASSERT_TRUE(store->commit(in, &error)) << error;  // interval 1
   in.meta.clear();
   in.roofline = {testdata::rooflineRow(0, Phase::kRecompute, OpKind::kSoftmax, 3, 0.125, 1e6, 4e6)};
@@ -150,8 +157,10 @@ TEST(TraceStoreTest, BytesPerSampledStepStayWithin64PerLayerPhase) {
   testdata::writeRank(dir.path(), 0, 1, layers, /*intervals=*/40, steps / 40);
   const double bytes = static_cast<double>(fileSize(dir.file("rank-0.sqlite")));
   const double perLayerPhase = bytes / steps / (layers * 2);
-  std::printf("trace store: %.0f bytes for %d steps of %d layer-phases: %.1f bytes per layer-phase per step\n",
-              bytes, steps, layers * 2, perLayerPhase);
+  std::printf(
+      "trace store: %.0f bytes for %d steps of %d layer-phases: %.1f bytes per layer-phase per "
+      "step\n",
+      bytes, steps, layers * 2, perLayerPhase);
   RecordProperty("bytes_per_layer_phase", std::to_string(perLayerPhase));
   EXPECT_LE(perLayerPhase, 64.0);
   EXPECT_GE(perLayerPhase, 44.0) << "below the record's own size: the file cannot hold every step";
@@ -170,7 +179,8 @@ TEST(TraceStoreTest, SizeCapKeepsTheNewestStepsAndEveryWindow) {
     in.layerNames = testdata::layerNames(4);
     if (i == 0) in.meta = testdata::meta(0, 1);
     for (int s = 0; s < perInterval; ++s, ++step) {
-      in.steps.push_back(testdata::encoded(step, 1000 + step * 0.01, 10000000, testdata::stepCalls(4, 1000)));
+      in.steps.push_back(
+          testdata::encoded(step, 1000 + step * 0.01, 10000000, testdata::stepCalls(4, 1000)));
     }
     in.haveWindow = true;
     ASSERT_TRUE(store->commit(in, &error)) << error;
@@ -186,7 +196,8 @@ TEST(TraceStoreTest, SizeCapKeepsTheNewestStepsAndEveryWindow) {
   ASSERT_FALSE(t.steps.empty());
   EXPECT_EQ(t.steps.back().step, step - 1);
   EXPECT_GT(t.steps.front().step, 0u);
-  EXPECT_EQ(t.steps.size(), t.steps.back().step - t.steps.front().step + 1) << "kept steps are contiguous";
+  EXPECT_EQ(t.steps.size(), t.steps.back().step - t.steps.front().step + 1)
+      << "kept steps are contiguous";
   EXPECT_GT(t.steps.size(), 1000u) << "the cap should still hold a good share of steps";
 }
 
@@ -251,7 +262,8 @@ TEST(TraceStoreTest, WriterKilledMidCommitLosesAtMostTheOpenInterval) {
       if (i == 0) in.meta = testdata::meta(3, 4);
       const int n = i == 5 ? large : small;
       for (int s = 0; s < n; ++s, ++step) {
-        in.steps.push_back(testdata::encoded(step, 1000 + step * 0.01, 1000, testdata::stepCalls(2, 1000)));
+        in.steps.push_back(
+            testdata::encoded(step, 1000 + step * 0.01, 1000, testdata::stepCalls(2, 1000)));
       }
       in.haveWindow = true;
       if (i == 5) (void)!::write(ready[1], "x", 1);  // the parent kills us during this commit
@@ -276,7 +288,8 @@ TEST(TraceStoreTest, WriterKilledMidCommitLosesAtMostTheOpenInterval) {
     EXPECT_EQ(t.windows.size(), 6u);
     EXPECT_EQ(t.steps.size(), static_cast<size_t>(5 * small + large));
   }
-  std::printf("killed writer: %zu intervals, %zu steps read back\n", t.windows.size(), t.steps.size());
+  std::printf("killed writer: %zu intervals, %zu steps read back\n", t.windows.size(),
+              t.steps.size());
 }
 
 TEST(TraceStoreTest, DirectoryThatCannotBeCreatedIsAnError) {

@@ -20,7 +20,8 @@ namespace attnscope {
 namespace testdata {
 
 // Forward and backward of `layers` layers; kinds 0..6 each take (kind + 1) × base ns per call.
-inline std::vector<TraceCall> stepCalls(int layers, int64_t baseNs, int slowLayer = -1, int slowFactor = 1) {
+inline std::vector<TraceCall> stepCalls(int layers, int64_t baseNs, int slowLayer = -1,
+                                        int slowFactor = 1) {
   std::vector<TraceCall> calls;
   for (int l = 0; l < layers; ++l) {
     for (Phase p : {Phase::kForward, Phase::kBackward}) {
@@ -43,7 +44,8 @@ inline std::vector<TraceCall> stepCalls(int layers, int64_t baseNs, int slowLaye
   return calls;
 }
 
-inline EncodedStep encoded(uint64_t step, double endUnix, int64_t stepNs, const std::vector<TraceCall>& calls) {
+inline EncodedStep encoded(uint64_t step, double endUnix, int64_t stepNs,
+                           const std::vector<TraceCall>& calls) {
   EncodedStep s;
   s.step = step;
   s.endUnix = endUnix;
@@ -58,15 +60,17 @@ inline std::vector<std::string> layerNames(int layers) {
   return names;
 }
 
-inline std::vector<std::pair<std::string, std::string>> meta(int rank, int world, double interval = 1.0) {
-  return {{"format", "attnscope.trace/1"}, {"rank", std::to_string(rank)},
-          {"world_size", std::to_string(world)}, {"node", "testhost"},
+inline std::vector<std::pair<std::string, std::string>> meta(int rank, int world,
+                                                             double interval = 1.0) {
+  return {{"format", "attnscope.trace/1"},          {"rank", std::to_string(rank)},
+          {"world_size", std::to_string(world)},    {"node", "testhost"},
           {"interval_s", std::to_string(interval)}, {"start_unix", "1000"},
           {"config", "{\"aggregation\": \"gloo\"}"}};
 }
 
-inline TraceRooflineRow rooflineRow(int layer, Phase phase, OpKind kind, uint64_t ops, double seconds, double flops,
-                                    double bytes, double wideFlops = -1, double modelledSeconds = -1) {
+inline TraceRooflineRow rooflineRow(int layer, Phase phase, OpKind kind, uint64_t ops,
+                                    double seconds, double flops, double bytes,
+                                    double wideFlops = -1, double modelledSeconds = -1) {
   TraceRooflineRow r;
   r.layer = layer;
   r.phase = phase;
@@ -83,7 +87,8 @@ inline TraceRooflineRow rooflineRow(int layer, Phase phase, OpKind kind, uint64_
 // Writes one rank's trace: `intervals` commits of `stepsPerInterval` steps, 10 ms apart from
 // t = 1000 s, with a window summary each; `stopped` adds stop_unix at the end.
 inline void writeRank(const std::string& dir, int rank, int world, int layers, int intervals,
-                      int stepsPerInterval, int slowLayer = -1, int slowFactor = 1, bool stopped = true) {
+                      int stepsPerInterval, int slowLayer = -1, int slowFactor = 1,
+                      bool stopped = true) {
   std::string error;
   auto store = TraceStore::open(dir, rank, 64 << 20, &error);
   ASSERT_NE(store, nullptr) << error;
@@ -102,7 +107,8 @@ inline void writeRank(const std::string& dir, int rank, int world, int layers, i
     in.window.lastStep = step;
     in.window.steps = in.window.sampledSteps = static_cast<uint32_t>(stepsPerInterval);
     in.meta.emplace_back("last_commit_unix", std::to_string(in.windowEndUnix));
-    if (stopped && i + 1 == intervals) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+    if (stopped && i + 1 == intervals)
+      in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
     ASSERT_TRUE(store->commit(in, &error)) << error;
   }
 }

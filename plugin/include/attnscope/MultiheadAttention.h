@@ -19,15 +19,13 @@ namespace attnscope {
 
 class ATTNSCOPE_API MultiheadAttentionImpl : public torch::nn::Module {
  public:
-  MultiheadAttentionImpl(std::string layerName, const torch::nn::MultiheadAttentionOptions& options);
+  MultiheadAttentionImpl(std::string layerName,
+                         const torch::nn::MultiheadAttentionOptions& options);
 
-  std::tuple<torch::Tensor, torch::Tensor> forward(const torch::Tensor& query,
-                                                   const torch::Tensor& key,
-                                                   const torch::Tensor& value,
-                                                   const torch::Tensor& keyPaddingMask = {},
-                                                   bool needWeights = true,
-                                                   const torch::Tensor& attnMask = {},
-                                                   bool averageAttnWeights = true);
+  std::tuple<torch::Tensor, torch::Tensor> forward(
+      const torch::Tensor& query, const torch::Tensor& key, const torch::Tensor& value,
+      const torch::Tensor& keyPaddingMask = {}, bool needWeights = true,
+      const torch::Tensor& attnMask = {}, bool averageAttnWeights = true);
 
   const std::string& layerName() const { return layerName_; }
   torch::nn::MultiheadAttention inner{nullptr};

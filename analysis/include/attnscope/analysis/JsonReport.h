@@ -18,8 +18,8 @@ namespace text {
 std::string jsonString(const std::string& s);
 std::string jsonNumber(double v, const char* format = "%.9g");  // null when not finite
 std::string html(const std::string& s);
-std::string seconds(double s);    // "12.3 ms", "1.20 s", "850 us"
-std::string bytes(double b);      // "17.0 MiB"
+std::string seconds(double s);  // "12.3 ms", "1.20 s", "850 us"
+std::string bytes(double b);    // "17.0 MiB"
 // A rate or amount with an SI prefix and `unit`, 3 significant digits: si(1.25e11, "FLOP/s") is
 // "125 GFLOP/s"; "-" when not finite.
 std::string si(double v, const char* unit);

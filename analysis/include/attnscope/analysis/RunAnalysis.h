@@ -49,7 +49,7 @@ struct AnalysisOptions {
 struct RecommendationThreshold {
   const char* name;  // JSON key; the flag is "--" + name with '_' as '-'
   double AnalysisOptions::*field;
-  double lo, hi;     // accepted: lo <= x <= hi
+  double lo, hi;  // accepted: lo <= x <= hi
   const char* help;
 };
 const std::vector<RecommendationThreshold>& recommendationThresholds();
@@ -61,9 +61,9 @@ struct RankRow {
   int rank = -1;
   RankStatus status = RankStatus::kOk;
   std::string file;
-  std::string reason;        // skipped / missing / stopped early: why
+  std::string reason;  // skipped / missing / stopped early: why
   std::string node;
-  uint64_t steps = 0;        // sampled steps in the file
+  uint64_t steps = 0;  // sampled steps in the file
   uint64_t firstStep = 0, lastStep = 0;
   double firstUnix = 0, lastUnix = 0;
   double forwardSeconds = 0;   // median attention forward (+ recompute) time per sampled step
@@ -102,7 +102,7 @@ struct LayerPhaseRow {
   std::string layer;
   Phase phase = Phase::kForward;
   uint64_t calls = 0;
-  double p50Seconds = 0, p99Seconds = 0;  // per call, all ranks' sampled steps together
+  double p50Seconds = 0, p99Seconds = 0;   // per call, all ranks' sampled steps together
   std::vector<double> rankP50Seconds;      // per rank (NaN: none), indexed like Analysis::ranks
   std::vector<double> rankSecondsPerStep;  // per rank: median (layer, phase) time per step
   std::vector<int64_t> rankPeakBytes;      // per rank: median peak per step (-1: none)
@@ -114,8 +114,8 @@ struct LayerPhaseRow {
 struct RankHardware {
   int rank = -1;
   std::string node;
-  Ceilings ceilings;          // peak_flops_per_second, peak_bytes_per_second, ceiling_source/_detail
-  std::string timing;         // "host" or "device": what the roofline seconds measure
+  Ceilings ceilings;   // peak_flops_per_second, peak_bytes_per_second, ceiling_source/_detail
+  std::string timing;  // "host" or "device": what the roofline seconds measure
   std::string cpuModel, cpuCores, torchThreads, blas;
   std::string gpuName, gpuDriver, gpuMemoryBytes;  // only with a GPU
   std::string torchVersion;
@@ -139,29 +139,30 @@ struct RooflineCell {
 
 // Something to change, with the figures that support it.
 struct Recommendation {
-  std::string id;          // unfused_attention, lower_precision, rank_below_ceiling, memory_bound_far_below
+  std::string id;  // unfused_attention, lower_precision, rank_below_ceiling, memory_bound_far_below
   std::string title;
   std::string suggestion;
   std::vector<std::pair<std::string, std::string>> evidence;  // key, value as shown
-  std::vector<int> ranks;            // ranks concerned (empty: all)
-  std::vector<std::string> layers;   // layers concerned (empty: all)
-  double impact = 0;                 // share of the attention op time concerned (sort key)
+  std::vector<int> ranks;                                     // ranks concerned (empty: all)
+  std::vector<std::string> layers;                            // layers concerned (empty: all)
+  double impact = 0;  // share of the attention op time concerned (sort key)
 };
 
 struct RooflineAnalysis {
-  bool present = false;     // any roofline row in any rank's trace
+  bool present = false;  // any roofline row in any rank's trace
   // The run's ceilings: per figure, the median of the ranks that have one. source is the ranks'
   // common source ("mixed" when they differ), detail the first such rank's.
   Ceilings ceilings;
-  int ceilingRanks = 0;     // ranks with known ceilings
-  std::string timing;       // the ranks' common timing ("mixed" when they differ)
-  std::string torchVersion; // the first rank's that states one
+  int ceilingRanks = 0;                // ranks with known ceilings
+  std::string timing;                  // the ranks' common timing ("mixed" when they differ)
+  std::string torchVersion;            // the first rank's that states one
   std::vector<RankHardware> hardware;  // one per rank with a trace, in rank order
   std::vector<RooflineCell> cells;     // by layer (first-seen order), phase, kind
   double attentionSeconds = 0;         // all cells' seconds: the attention op time
   uint64_t badRows = 0;                // rows the reader left out, all ranks
   std::vector<Recommendation> recommendations;  // largest impact first
-  AnalysisOptions options;  // what the recommendations applied (recommendationThresholds() names them)
+  AnalysisOptions
+      options;  // what the recommendations applied (recommendationThresholds() names them)
 };
 
 // The whole run, merged from every readable rank file.
@@ -169,9 +170,9 @@ struct Analysis {
   std::string traceDir;
   int worldSize = 0;
   double startUnix = 0, endUnix = 0;
-  std::vector<RankRow> ranks;           // one per rank 0..worldSize-1 (and any beyond in files)
-  std::vector<SkippedFile> skipped;     // files that could not be read, by name
-  std::vector<int> missingRanks;        // no usable file
+  std::vector<RankRow> ranks;        // one per rank 0..worldSize-1 (and any beyond in files)
+  std::vector<SkippedFile> skipped;  // files that could not be read, by name
+  std::vector<int> missingRanks;     // no usable file
   std::vector<StragglerEpisode> stragglers;
   std::vector<MemoryOutlier> memoryOutliers;
   std::vector<LayerPhaseRow> layers;

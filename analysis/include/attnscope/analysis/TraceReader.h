@@ -58,7 +58,7 @@ struct RankTrace {
   std::string node;
   double intervalSeconds = 0;
   double startUnix = 0;
-  double stopUnix = 0;           // 0: the rank never stopped cleanly (killed, or still running)
+  double stopUnix = 0;  // 0: the rank never stopped cleanly (killed, or still running)
   double lastCommitUnix = 0;
   std::vector<std::string> layers;  // by layer id
   std::vector<TraceStep> steps;     // ordered by step
@@ -69,9 +69,9 @@ struct RankTrace {
   // with the roofline off). rooflineIntervals[i] is the interval roofline[i] belongs to.
   std::vector<TraceRooflineRow> roofline;
   std::vector<uint64_t> rooflineIntervals;
-  uint64_t badRooflineRows = 0;     // rows with a key or value out of range (left out)
-  uint64_t badSteps = 0;            // step records that did not decode (left out)
-  std::string firstBadStep;         // why the first of them did not
+  uint64_t badRooflineRows = 0;  // rows with a key or value out of range (left out)
+  uint64_t badSteps = 0;         // step records that did not decode (left out)
+  std::string firstBadStep;      // why the first of them did not
 
   // The layer's name, or "layer <id>" when the file does not name it.
   std::string layerName(int32_t id) const;

@@ -94,7 +94,8 @@ class KernelAttributor {
   static uint64_t callKey(uint64_t instance, Phase phase) {
     return instance * kNumPhases + static_cast<uint64_t>(phase);
   }
-  void attribute(uint64_t externalId, uint64_t ns, AttentionBackend backend, bool kernel);  // mutex_ held
+  void attribute(uint64_t externalId, uint64_t ns, AttentionBackend backend,
+                 bool kernel);  // mutex_ held
   bool complete(const Call& c) const;
   void fold(const Call& c, std::vector<CallRecord>* out) const;
 

@@ -13,7 +13,7 @@ struct Attribution {
   int32_t layer = -1;  // -1: no excess anywhere
   Phase phase = Phase::kForward;
   OpKind kind = OpKind::kOther;
-  double share = 0;    // of the summed positive excess over all cells
+  double share = 0;  // of the summed positive excess over all cells
 };
 
 // A cell's typical time per sampled step: its median per-call time × calls per step. The median
@@ -26,7 +26,6 @@ ATTNSCOPE_API double typicalSecondsPerStep(const CellStats& cell, uint64_t sampl
 // layout). Each cell's typical time per step on this rank is compared with the cluster's (from
 // the merged histogram); the positive differences are the excess.
 ATTNSCOPE_API Attribution attributeExcess(const StatsTable& mine, uint64_t mySampledSteps,
-                                          const StatsTable& cluster,
-                                          uint64_t clusterSampledSteps);
+                                          const StatsTable& cluster, uint64_t clusterSampledSteps);
 
 }  // namespace attnscope

@@ -15,7 +15,7 @@ struct StragglerFinding {
   uint64_t firstRound = 0;
   uint64_t lastRound = 0;
   double maxScore = 0;
-  std::string layer;   // attribution, when the rank reported one
+  std::string layer;  // attribution, when the rank reported one
   Phase phase = Phase::kForward;
   OpKind kind = OpKind::kOther;
   double share = 0;
@@ -25,12 +25,12 @@ struct StragglerFinding {
 // What rank 0 knows about the whole job: written into its summary JSON ("cluster" section) and
 // handed to exporters after each round.
 struct ClusterReport {
-  std::string aggregation;        // backend name, or "none"
-  bool degraded = false;          // collectives failed; heartbeats through the store since
+  std::string aggregation;  // backend name, or "none"
+  bool degraded = false;    // collectives failed; heartbeats through the store since
   uint64_t rounds = 0;
   uint64_t roundErrors = 0;
   std::string lastError;
-  bool layersAgree = true;        // ranks registered the same layer names (needed to merge)
+  bool layersAgree = true;  // ranks registered the same layer names (needed to merge)
   // Cost of the collectives on this rank: wall time of the last round's all-gather + all-reduce,
   // the largest and the mean over the rounds, and the bytes this rank contributed to it.
   double lastRoundSeconds = 0;
@@ -38,10 +38,10 @@ struct ClusterReport {
   double sumRoundSeconds = 0;
   uint64_t collectiveRounds = 0;
   uint64_t lastRoundBytes = 0;
-  ClusterRound last;              // the last round's picture
+  ClusterRound last;  // the last round's picture
   std::vector<StragglerFinding> stragglers;
   std::vector<StragglerFinding> hangs;
-  StatsTable stats;               // every rank's windows summed (sampled calls of all ranks)
+  StatsTable stats;  // every rank's windows summed (sampled calls of all ranks)
 };
 
 }  // namespace attnscope

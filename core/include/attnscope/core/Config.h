@@ -108,7 +108,8 @@ struct ATTNSCOPE_API Config {
   // exported, written to the file_sd file).
   int64_t port = 9464;
   std::string bind = "0.0.0.0";
-  // "user:password" for HTTP basic auth on /metrics, or "@/path/file" holding that line. Empty: none.
+  // "user:password" for HTTP basic auth on /metrics, or "@/path/file" holding that line. Empty:
+  // none.
   std::string metricsAuth;
   // Label series by layer. Off: layers are summed, which bounds the series of very deep models.
   bool metricsLayers = true;

@@ -11,7 +11,6 @@
 
 namespace attnscope {
 
-
 // What the GPU collectors of one rank are doing (docs/GPU.md); a copy, read at any time
 // (attnscope::gpuStatus()). Meant for the exporters: every field is a gauge or a counter.
 struct GpuStatus {
@@ -22,17 +21,17 @@ struct GpuStatus {
   // (torch.profiler/Kineto, DCGM or Nsight)", "no CUDA device", ...); empty when it does not.
   std::string fallbackReason;
   // CUPTI
-  uint64_t cuptiRecordsDropped = 0;       // records CUPTI could not store (its own count)
-  uint64_t kernelsAttributed = 0;         // kernel, memcpy and memset records given to a layer
-  uint64_t recordsUnattributed = 0;       // device records without an attnscope correlation id
-                                          // (work outside attention calls)
-  uint64_t recordsLate = 0;               // records of a call that was already folded
+  uint64_t cuptiRecordsDropped = 0;  // records CUPTI could not store (its own count)
+  uint64_t kernelsAttributed = 0;    // kernel, memcpy and memset records given to a layer
+  uint64_t recordsUnattributed = 0;  // device records without an attnscope correlation id
+                                     // (work outside attention calls)
+  uint64_t recordsLate = 0;          // records of a call that was already folded
   // CUDA events
-  uint64_t spansResolved = 0;             // event pairs read back
-  uint64_t spansDropped = 0;              // calls not timed: the event pool was exhausted
-  uint64_t spansCapturing = 0;            // calls not timed: their stream was capturing a CUDA graph
-  uint64_t eventErrors = 0;               // event record/query failures
-  uint64_t eventsInPool = 0;              // events created (the pool's size)
+  uint64_t spansResolved = 0;   // event pairs read back
+  uint64_t spansDropped = 0;    // calls not timed: the event pool was exhausted
+  uint64_t spansCapturing = 0;  // calls not timed: their stream was capturing a CUDA graph
+  uint64_t eventErrors = 0;     // event record/query failures
+  uint64_t eventsInPool = 0;    // events created (the pool's size)
   // The CUDA caching allocator of this rank's device (LibTorch with CUDA only), bytes.
   int device = -1;
   int64_t allocatedBytes = 0;

@@ -15,7 +15,8 @@ struct Link {
   uint64_t instance = 0;
   int32_t layer = -1;
   OpKind kind = OpKind::kOther;
-  bool modelled = false;  // the forward op has a roofline formula: its node's time counts as modelled
+  bool modelled =
+      false;  // the forward op has a roofline formula: its node's time counts as modelled
 };
 
 // Forward→backward links, keyed by (forward thread id, autograd sequence number): forward ops

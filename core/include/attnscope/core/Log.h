@@ -36,11 +36,11 @@ class ATTNSCOPE_API Log {
 }  // namespace detail
 }  // namespace attnscope
 
-#define ATTNSCOPE_LOG(LEVEL, EXPR)                                              \
-  do {                                                                          \
-    if (::attnscope::detail::Log::enabled(::attnscope::LogLevel::LEVEL)) {      \
-      std::ostringstream attnscope_log_ss_;                                     \
-      attnscope_log_ss_ << EXPR;                                                \
+#define ATTNSCOPE_LOG(LEVEL, EXPR)                                                            \
+  do {                                                                                        \
+    if (::attnscope::detail::Log::enabled(::attnscope::LogLevel::LEVEL)) {                    \
+      std::ostringstream attnscope_log_ss_;                                                   \
+      attnscope_log_ss_ << EXPR;                                                              \
       ::attnscope::detail::Log::write(::attnscope::LogLevel::LEVEL, attnscope_log_ss_.str()); \
-    }                                                                           \
+    }                                                                                         \
   } while (0)

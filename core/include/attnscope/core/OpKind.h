@@ -9,17 +9,17 @@ namespace attnscope {
 // The kind of work an aten op does inside one attention call.
 enum class OpKind : uint8_t {
   kQkvProjection = 0,
-  kScoreMatmul,       // Q·Kᵀ, and the scaling of Q before it
-  kSoftmax,           // softmax, with the scaling and masking of the scores before it
-                      // (div, masked_fill, where, mask add)
+  kScoreMatmul,  // Q·Kᵀ, and the scaling of Q before it
+  kSoftmax,      // softmax, with the scaling and masking of the scores before it
+                 // (div, masked_fill, where, mask add)
   kDropout,
-  kContextMatmul,     // P·V
+  kContextMatmul,  // P·V
   kOutputProjection,
-  kLayoutCopy,        // view, transpose, reshape, contiguous, copies, splits
-  kFusedAttention,    // one fused kernel for the whole attention (SDPA, flash, efficient, MHA)
+  kLayoutCopy,      // view, transpose, reshape, contiguous, copies, splits
+  kFusedAttention,  // one fused kernel for the whole attention (SDPA, flash, efficient, MHA)
   kOther,
-  kPositional,        // rotary / positional work on Q and K (after kOther: trace files keep the
-                      // integers of the kinds before it)
+  kPositional,  // rotary / positional work on Q and K (after kOther: trace files keep the
+                // integers of the kinds before it)
   kCount
 };
 constexpr int kNumOpKinds = static_cast<int>(OpKind::kCount);
@@ -27,21 +27,28 @@ constexpr int kNumOpKinds = static_cast<int>(OpKind::kCount);
 // The attention implementation that ran: on a GPU told by kernel names (CUPTI), on any device by
 // the kernel op SDPA dispatched to (attentionBackendOfOp).
 enum class AttentionBackend : uint8_t {
-  kFlash = 0,         // FlashAttention: flash kernels; the op _scaled_dot_product_flash_attention(_for_cpu)
-  kMemoryEfficient,   // memory-efficient / cutlass FMHA kernels; _scaled_dot_product_efficient_attention
-  kCudnn,             // cuDNN SDPA kernels; _scaled_dot_product_cudnn_attention
-  kMath,              // unfused GEMMs, softmax, elementwise; _scaled_dot_product_attention_math
+  kFlash =
+      0,  // FlashAttention: flash kernels; the op _scaled_dot_product_flash_attention(_for_cpu)
+  kMemoryEfficient,  // memory-efficient / cutlass FMHA kernels;
+                     // _scaled_dot_product_efficient_attention
+  kCudnn,            // cuDNN SDPA kernels; _scaled_dot_product_cudnn_attention
+  kMath,             // unfused GEMMs, softmax, elementwise; _scaled_dot_product_attention_math
   kCount
 };
 constexpr int kNumAttentionBackends = static_cast<int>(AttentionBackend::kCount);
 // "flash", "memory_efficient", "cudnn", "math".
 inline const char* attentionBackendName(AttentionBackend backend) {
   switch (backend) {
-    case AttentionBackend::kFlash: return "flash";
-    case AttentionBackend::kMemoryEfficient: return "memory_efficient";
-    case AttentionBackend::kCudnn: return "cudnn";
-    case AttentionBackend::kMath: return "math";
-    case AttentionBackend::kCount: break;
+    case AttentionBackend::kFlash:
+      return "flash";
+    case AttentionBackend::kMemoryEfficient:
+      return "memory_efficient";
+    case AttentionBackend::kCudnn:
+      return "cudnn";
+    case AttentionBackend::kMath:
+      return "math";
+    case AttentionBackend::kCount:
+      break;
   }
   return "?";
 }

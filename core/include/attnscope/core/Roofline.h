@@ -16,8 +16,8 @@ struct TensorShape {
   static constexpr int kMaxDims = 6;
   std::array<int64_t, kMaxDims> sizes{};
   uint8_t dim = 0;
-  uint8_t elementSize = 4;   // bytes per element
-  bool floating = true;      // a floating-point dtype
+  uint8_t elementSize = 4;  // bytes per element
+  bool floating = true;     // a floating-point dtype
   bool contiguous = true;
 
   int64_t numel() const;
@@ -29,18 +29,18 @@ struct TensorShape {
 // One positional argument of an op, as far as the formulas need it.
 struct OpArg {
   enum class Type : uint8_t {
-    kNone,        // an absent optional (None)
+    kNone,  // an absent optional (None)
     kTensor,
     kTensorList,  // `shape` holds the summed element count as a 1-D size, the first tensor's dtype
     kInt,
     kDouble,
     kBool,
-    kString,      // the op's first string argument, its text in OpArgs::text (einsum's equation)
-    kOther,       // anything else (other or longer strings, scalars of other types, generators, ...)
+    kString,  // the op's first string argument, its text in OpArgs::text (einsum's equation)
+    kOther,   // anything else (other or longer strings, scalars of other types, generators, ...)
   };
   Type type = Type::kOther;
-  TensorShape shape;    // kTensor, kTensorList
-  int64_t intValue = 0;  // kInt, kBool (0/1)
+  TensorShape shape;       // kTensor, kTensorList
+  int64_t intValue = 0;    // kInt, kBool (0/1)
   double doubleValue = 0;  // kDouble
 };
 
@@ -114,10 +114,10 @@ ATTNSCOPE_API const char* boundName(Bound b);  // "unknown", "memory", "compute"
 // Where one (layer, phase, op kind) sits on the roofline.
 struct RooflinePoint {
   double flops = 0, bytes = 0, seconds = 0;  // summed over the sampled ops with a formula
-  double intensity = 0;           // flops / bytes (0 when bytes is 0)
-  double flopsPerSecond = 0;      // achieved
-  double bytesPerSecond = 0;      // achieved
-  double attainableFlopsPerSecond = 0;  // min(peak flops, intensity × peak bandwidth)
+  double intensity = 0;                      // flops / bytes (0 when bytes is 0)
+  double flopsPerSecond = 0;                 // achieved
+  double bytesPerSecond = 0;                 // achieved
+  double attainableFlopsPerSecond = 0;       // min(peak flops, intensity × peak bandwidth)
   // Achieved over attainable: flop rate over the roof for ops that compute, byte rate over the
   // bandwidth for ops that only move data (flops 0). 0 when the ceilings are unknown.
   double fraction = 0;

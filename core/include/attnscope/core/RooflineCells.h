@@ -25,7 +25,8 @@ struct RooflineCell {
 // Every op-kind cell of `stats` that ran, placed against `ceilings`. With `device` (GPU timing),
 // a cell's seconds are its device seconds and the modelled seconds the same share of them as on
 // the host: a GPU op's host time is its launch, not its work.
-ATTNSCOPE_API std::vector<RooflineCell> rooflineCells(const StatsTable& stats, const StatsTable* device,
+ATTNSCOPE_API std::vector<RooflineCell> rooflineCells(const StatsTable& stats,
+                                                      const StatsTable* device,
                                                       const Ceilings& ceilings);
 
 }  // namespace attnscope

@@ -10,11 +10,11 @@ namespace attnscope {
 
 // The hardware a rank ran on (run metadata; docs/ROOFLINE.md).
 struct MachineInfo {
-  std::string cpuModel;     // /proc/cpuinfo "model name"
-  int cpuCores = 0;         // online logical CPUs
-  int threads = 0;          // LibTorch's intra-op threads
-  std::string blas;         // the BLAS library loaded in the process ("libopenblas.so.0", ...)
-  std::string gpuName;      // with a CUDA device: its name, driver version and memory
+  std::string cpuModel;  // /proc/cpuinfo "model name"
+  int cpuCores = 0;      // online logical CPUs
+  int threads = 0;       // LibTorch's intra-op threads
+  std::string blas;      // the BLAS library loaded in the process ("libopenblas.so.0", ...)
+  std::string gpuName;   // with a CUDA device: its name, driver version and memory
   std::string gpuDriver;
   int64_t gpuMemoryBytes = 0;
 };
@@ -31,30 +31,30 @@ struct RunInfo {
   int rank = 0;
   int worldSize = 1;
   int localRank = 0;
-  std::string node;             // host name
+  std::string node;  // host name
   std::string attnscopeVersion;
   std::string torchVersion;
   int64_t sampleEvery = 1;
-  uint64_t stepsSeen = 0;       // steps that ended (step() calls, or backward passes)
+  uint64_t stepsSeen = 0;  // steps that ended (step() calls, or backward passes)
   uint64_t stepsSampled = 0;
-  bool explicitSteps = false;   // steps marked with step() rather than inferred from backward
+  bool explicitSteps = false;  // steps marked with step() rather than inferred from backward
   double startUnixSeconds = 0;
   double stopUnixSeconds = 0;
-  uint64_t memoryReports = 0;   // allocator reports received
-  uint64_t droppedCalls = 0;    // calls of layers beyond ATTNSCOPE_MAX_LAYERS
-  double overheadSeconds = 0;   // attnscope's own time on the training threads
+  uint64_t memoryReports = 0;  // allocator reports received
+  uint64_t droppedCalls = 0;   // calls of layers beyond ATTNSCOPE_MAX_LAYERS
+  double overheadSeconds = 0;  // attnscope's own time on the training threads
   // Roofline (ATTNSCOPE_ROOFLINE): the ceilings, the machine, and the shape capture's counts.
   bool roofline = false;
   Ceilings ceilings;
   MachineInfo machine;
-  uint64_t shapeReads = 0;      // top-level ops whose arguments were read (sampled steps only)
-  uint64_t shapeChanges = 0;    // of them, with arguments that changed (formulas evaluated)
+  uint64_t shapeReads = 0;    // top-level ops whose arguments were read (sampled steps only)
+  uint64_t shapeChanges = 0;  // of them, with arguments that changed (formulas evaluated)
   // Discovery (docs/DISCOVERY.md): how the layers were found, what attnscope could not see, and
   // whether steps ended with no attention layer seen at all.
   std::vector<LayerOrigin> layerOrigins;
   std::vector<std::string> discoveryNotes;
-  uint64_t layersSeen = 0;      // distinct layer names recorded
-  bool nothingFound = false;    // kNothingFoundSteps steps ended and no attention call was seen
+  uint64_t layersSeen = 0;    // distinct layer names recorded
+  bool nothingFound = false;  // kNothingFoundSteps steps ended and no attention call was seen
 };
 
 }  // namespace attnscope

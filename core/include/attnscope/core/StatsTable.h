@@ -17,10 +17,10 @@ namespace attnscope {
 // training thread (forward) or from backward nodes, then added to a StatsTable in one go.
 struct CallRecord {
   struct Kind {
-    int64_t ns = 0;      // summed time of the ops of this kind
-    uint32_t ops = 0;    // how many top-level ops (forward) or autograd nodes (backward)
-    int64_t bytes = 0;   // bytes allocated while they ran
-    int64_t peak = 0;    // peak live bytes above the call's base while they ran
+    int64_t ns = 0;     // summed time of the ops of this kind
+    uint32_t ops = 0;   // how many top-level ops (forward) or autograd nodes (backward)
+    int64_t bytes = 0;  // bytes allocated while they ran
+    int64_t peak = 0;   // peak live bytes above the call's base while they ran
     // Roofline (docs/ROOFLINE.md): what the shape formulas made of these ops, and the time of
     // the ops that have a formula (the rates divide by it).
     double flops = 0;
@@ -30,7 +30,7 @@ struct CallRecord {
   };
   int32_t layer = -1;
   Phase phase = Phase::kForward;
-  int64_t ns = 0;        // the whole call: scope wall time (forward), summed nodes (backward)
+  int64_t ns = 0;  // the whole call: scope wall time (forward), summed nodes (backward)
   int64_t bytes = 0;
   int64_t peak = 0;
   std::array<Kind, kNumOpKinds> kinds{};
@@ -42,8 +42,8 @@ struct CallRecord {
 struct CellStats {
   LogHistogram seconds;  // one sample per call in which the kind ran
   uint64_t ops = 0;
-  int64_t bytes = 0;     // bytes allocated, summed over calls
-  int64_t peak = 0;      // largest peak live bytes above the call's base
+  int64_t bytes = 0;  // bytes allocated, summed over calls
+  int64_t peak = 0;   // largest peak live bytes above the call's base
   // Roofline (op-kind cells only): summed flops, minimum bytes moved, float32/64 flops, and the
   // seconds of the ops that have a formula.
   double flops = 0;
@@ -55,7 +55,7 @@ struct CellStats {
 };
 
 struct PhaseStats {
-  CellStats call;                                 // the whole attention call
+  CellStats call;                                             // the whole attention call
   std::array<std::unique_ptr<CellStats>, kNumOpKinds> kinds;  // null until the kind runs
   // Fused-attention ops per backend that ran (flash, memory_efficient, cudnn, math). Per rank: not
   // in flatten(), so the cluster's merged table has none.
@@ -106,7 +106,8 @@ class ATTNSCOPE_API StatsTable {
   static constexpr size_t kCellsPerLayer = kNumPhases * (1 + kNumOpKinds);
   std::vector<double> flatten() const;
   // The inverse for summed vectors: a table with these layer names and the summed figures.
-  static StatsTable fromFlat(const std::vector<std::string>& names, const std::vector<double>& flat);
+  static StatsTable fromFlat(const std::vector<std::string>& names,
+                             const std::vector<double>& flat);
   // Calls of unknown layers (beyond maxLayers) that were counted but not recorded.
   uint64_t droppedCalls() const { return droppedCalls_; }
 

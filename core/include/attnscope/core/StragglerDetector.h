@@ -45,9 +45,9 @@ struct RankWindow {
 };
 
 struct StragglerOptions {
-  double threshold = 1.2;     // ATTNSCOPE_STRAGGLER_THRESHOLD
-  int windows = 3;            // ATTNSCOPE_STRAGGLER_WINDOWS
-  double hangSeconds = 300;   // ATTNSCOPE_HANG_S
+  double threshold = 1.2;    // ATTNSCOPE_STRAGGLER_THRESHOLD
+  int windows = 3;           // ATTNSCOPE_STRAGGLER_WINDOWS
+  double hangSeconds = 300;  // ATTNSCOPE_HANG_S
   // A window with fewer sampled steps (the short last window at stop, a window cut by sampling)
   // is too small to score: it leaves the rank's count as it was.
   int minSampledSteps = 1;
@@ -57,24 +57,24 @@ struct StragglerOptions {
 struct RankStatus {
   int32_t rank = -1;
   bool present = false;
-  bool missing = false;        // absent for this round (and since missingSinceRound)
+  bool missing = false;  // absent for this round (and since missingSinceRound)
   uint64_t missingSinceRound = 0;
-  double score = 0;            // attention time per sampled step / median over present ranks
-  int consecutive = 0;         // consecutive windows with score > threshold
-  bool straggler = false;      // consecutive >= windows
-  bool hung = false;           // step counter still while others moved for >= hangSeconds
-  double stalledSeconds = 0;   // how long its step counter has not moved
+  double score = 0;           // attention time per sampled step / median over present ranks
+  int consecutive = 0;        // consecutive windows with score > threshold
+  bool straggler = false;     // consecutive >= windows
+  bool hung = false;          // step counter still while others moved for >= hangSeconds
+  double stalledSeconds = 0;  // how long its step counter has not moved
   uint64_t lastStep = 0;
-  RankWindow window;           // the last report received from it
+  RankWindow window;  // the last report received from it
 };
 
 struct ClusterRound {
   uint64_t round = 0;
-  double timeSeconds = 0;          // when the round ran (the caller's clock)
+  double timeSeconds = 0;  // when the round ran (the caller's clock)
   int presentRanks = 0;
   int expectedRanks = 0;
   double medianAttentionSeconds = 0;
-  std::vector<RankStatus> ranks;   // indexed by rank
+  std::vector<RankStatus> ranks;  // indexed by rank
   std::vector<int32_t> stragglers;
   std::vector<int32_t> hung;
   std::vector<int32_t> missing;
@@ -84,9 +84,9 @@ struct ClusterRound {
 // LibTorch; rank 0 (and every rank that wants to) feeds it each round's gathered windows.
 //
 // Score of a rank for a window: its attention time per sampled step over the median of the present
-// ranks that sampled at least minSampledSteps steps in the window. A rank is a straggler once its score exceeded the
-// threshold in `windows` consecutive windows in which it sampled; a window without a sampled step
-// leaves its count as it was; a window at or below the threshold resets it.
+// ranks that sampled at least minSampledSteps steps in the window. A rank is a straggler once its
+// score exceeded the threshold in `windows` consecutive windows in which it sampled; a window
+// without a sampled step leaves its count as it was; a window at or below the threshold resets it.
 // Hung: a present rank whose lastStep has not changed for >= hangSeconds while at least one other
 // present rank's lastStep changed in that time.
 class ATTNSCOPE_API StragglerDetector {

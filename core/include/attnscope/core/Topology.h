@@ -15,12 +15,12 @@ struct ATTNSCOPE_API Topology {
   int worldSize = 1;
   int localRank = 0;
   int localWorldSize = 1;
-  std::string node;          // host name
-  std::string masterAddr;    // empty when unknown
-  int masterPort = 0;        // 0 when unknown
-  std::string runId;         // TORCHELASTIC_RUN_ID, or "" outside torchrun
-  bool agentStore = false;   // torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT
-  std::string source;        // "torchrun", "mpirun", "env" (RANK/WORLD_SIZE without torchrun), "single"
+  std::string node;         // host name
+  std::string masterAddr;   // empty when unknown
+  int masterPort = 0;       // 0 when unknown
+  std::string runId;        // TORCHELASTIC_RUN_ID, or "" outside torchrun
+  bool agentStore = false;  // torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT
+  std::string source;  // "torchrun", "mpirun", "env" (RANK/WORLD_SIZE without torchrun), "single"
 
   // \throw std::invalid_argument naming the variable, its value and what is allowed (a rank
   // outside [0, world size), a world size below 1, a port outside 1..65535).

@@ -28,19 +28,19 @@ struct MetricsIdentity {
 // The rank's own state at one reporting round, next to its statistics.
 struct RankMetrics {
   RunInfo run;
-  double forwardSecondsPerStep = 0;   // attention time per sampled step, last window
+  double forwardSecondsPerStep = 0;  // attention time per sampled step, last window
   double backwardSecondsPerStep = 0;
-  double stepSeconds = 0;             // mean step time, last window
-  double overheadSeconds = 0;         // time spent in attnscope's own code on training threads
+  double stepSeconds = 0;      // mean step time, last window
+  double overheadSeconds = 0;  // time spent in attnscope's own code on training threads
   bool paused = false;
   int64_t sampleEvery = 1;
   // Exporter and aggregation health.
-  int port = 0;                       // the port actually served (0: none)
-  bool portFallback = false;          // the configured port was taken
-  uint64_t exporterErrors = 0;        // bind failures, push failures
+  int port = 0;                 // the port actually served (0: none)
+  bool portFallback = false;    // the configured port was taken
+  uint64_t exporterErrors = 0;  // bind failures, push failures
   uint64_t pushes = 0;
   uint64_t pushErrors = 0;
-  uint64_t rounds = 0;                // aggregation rounds completed on this rank
+  uint64_t rounds = 0;  // aggregation rounds completed on this rank
   uint64_t roundErrors = 0;
   bool degraded = false;
   double lastRoundSeconds = 0;
@@ -58,9 +58,9 @@ std::vector<double> exportedBucketBounds();
 
 // Builds the metric families of one rank, and the job summary when `cluster` is given (rank 0).
 // `layerLabels` false sums the layers (no layer label).
-std::vector<prometheus::MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetrics& rank,
-                                                   const StatsTable& stats, bool layerLabels,
-                                                   const ClusterReport* cluster);
+std::vector<prometheus::MetricFamily> buildMetrics(const MetricsIdentity& id,
+                                                   const RankMetrics& rank, const StatsTable& stats,
+                                                   bool layerLabels, const ClusterReport* cluster);
 
 // Prometheus text exposition of `families` (what /metrics serves).
 std::string renderMetrics(const std::vector<prometheus::MetricFamily>& families);

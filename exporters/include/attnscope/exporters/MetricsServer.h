@@ -65,7 +65,9 @@ class MetricsServer {
   int port() const { return port_; }
   bool fallback() const { return fallback_; }
   uint64_t errors() const { return errors_.load(); }
-  void publish(std::vector<prometheus::MetricFamily> families) { snapshot_->publish(std::move(families)); }
+  void publish(std::vector<prometheus::MetricFamily> families) {
+    snapshot_->publish(std::move(families));
+  }
   const std::shared_ptr<MetricsSnapshot>& snapshot() const { return snapshot_; }
 
   ControlState control() const;
@@ -127,7 +129,7 @@ struct ScrapeTarget {
 
 // Prometheus file_sd JSON: one group per rank with its labels. Written atomically.
 std::string renderFileSd(const std::vector<ScrapeTarget>& targets, const std::string& job);
-bool writeFileSd(const std::string& path, const std::vector<ScrapeTarget>& targets, const std::string& job,
-                 std::string* error);
+bool writeFileSd(const std::string& path, const std::vector<ScrapeTarget>& targets,
+                 const std::string& job, std::string* error);
 
 }  // namespace attnscope

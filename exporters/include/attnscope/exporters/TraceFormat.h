@@ -33,9 +33,9 @@ struct TraceCall {
 
 // One sampled step as the trace store keeps it.
 struct TraceStep {
-  uint64_t step = 0;      // index of the step (0-based, counted from start)
-  double endUnix = 0;     // wall clock at the step's end (seconds since 1970)
-  int64_t stepNs = 0;     // wall time since the previous step ended
+  uint64_t step = 0;   // index of the step (0-based, counted from start)
+  double endUnix = 0;  // wall clock at the step's end (seconds since 1970)
+  int64_t stepNs = 0;  // wall time since the previous step ended
   std::vector<TraceCall> calls;
 };
 
@@ -57,7 +57,7 @@ namespace traceformat {
 
 constexpr int kFormatVersion = 1;
 
-uint16_t encodeValue(int64_t v);   // 16-bit code; negative values are stored as 0
+uint16_t encodeValue(int64_t v);  // 16-bit code; negative values are stored as 0
 int64_t decodeValue(uint16_t code);
 uint16_t encodeValue12(int64_t v);  // 12-bit code (0 to 4095)
 int64_t decodeValue12(uint16_t code);

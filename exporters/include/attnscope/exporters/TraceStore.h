@@ -20,19 +20,19 @@ struct TraceRooflineRow {
   int32_t layer = -1;
   Phase phase = Phase::kForward;
   OpKind kind = OpKind::kOther;
-  uint64_t ops = 0;             // top-level ops (forward, recompute) or autograd nodes (backward)
-  double seconds = 0;           // all of them
-  double modelledSeconds = 0;   // those with a formula: what the rates divide by
+  uint64_t ops = 0;            // top-level ops (forward, recompute) or autograd nodes (backward)
+  double seconds = 0;          // all of them
+  double modelledSeconds = 0;  // those with a formula: what the rates divide by
   double flops = 0;
-  double bytes = 0;             // minimum bytes moved
-  double wideFlops = 0;         // flops done in float32/float64
+  double bytes = 0;      // minimum bytes moved
+  double wideFlops = 0;  // flops done in float32/float64
 };
 
 // What one reporting interval adds to a rank's trace, written in one transaction.
 struct TraceInterval {
-  std::vector<std::string> layerNames;   // every layer name so far, in id order
-  std::vector<EncodedStep> steps;        // sampled steps that ended in the interval
-  bool haveWindow = false;               // the interval's window summary
+  std::vector<std::string> layerNames;  // every layer name so far, in id order
+  std::vector<EncodedStep> steps;       // sampled steps that ended in the interval
+  bool haveWindow = false;              // the interval's window summary
   double windowStartUnix = 0;
   double windowEndUnix = 0;
   RankWindow window;
@@ -49,13 +49,13 @@ struct TraceInterval {
 
 // Health of one rank's trace writing, for logs and exporters.
 struct TraceStoreStats {
-  bool enabled = false;         // ATTNSCOPE_TRACE_DIR set
-  bool open = false;            // the file is open and writable
+  bool enabled = false;  // ATTNSCOPE_TRACE_DIR set
+  bool open = false;     // the file is open and writable
   uint64_t commits = 0;
-  uint64_t errors = 0;          // failed opens and commits (disk full, unwritable directory)
+  uint64_t errors = 0;  // failed opens and commits (disk full, unwritable directory)
   uint64_t stepsWritten = 0;
-  uint64_t stepsDropped = 0;    // steps the session's buffer could not keep until the next commit
-  uint64_t stepsTrimmed = 0;    // oldest steps deleted to respect ATTNSCOPE_TRACE_MAX_MB
+  uint64_t stepsDropped = 0;  // steps the session's buffer could not keep until the next commit
+  uint64_t stepsTrimmed = 0;  // oldest steps deleted to respect ATTNSCOPE_TRACE_MAX_MB
   double lastCommitSeconds = 0;
   double maxCommitSeconds = 0;
   int64_t fileBytes = 0;
