@@ -70,22 +70,25 @@ def torchrun_main(argv):
     return 0
 
 
-# attnscope-run's own options: (flag, ATTNSCOPE_* variable or None, help).
+# attnscope-run's own options: (flag, ATTNSCOPE_* variable or None, help). A flag that sets a
+# variable takes its help, default and allowed values from that variable's declaration
+# (core/src/Config.cpp, through attnscope.options()); the text here is shown only when the attnscope
+# package cannot be imported.
 OWN_OPTIONS = [
     ("--run-dir", None, "directory for summaries, the Prometheus file_sd file and traces "
                         "(default /tmp/attnscope-<job>-<time>)"),
-    ("--job", "ATTNSCOPE_JOB", "job label on every metric (default: torchrun's run id)"),
-    ("--port", "ATTNSCOPE_PORT", "metrics port of local rank 0; local rank r serves port + r (default 9464; 0: off)"),
-    ("--bind", "ATTNSCOPE_BIND", "address the metrics endpoints listen on (default 0.0.0.0)"),
-    ("--sample-every", "ATTNSCOPE_SAMPLE_EVERY", "record one step in N (default 1)"),
-    ("--interval", "ATTNSCOPE_INTERVAL_S", "seconds between aggregation rounds and metric updates (default 10)"),
-    ("--aggregation", "ATTNSCOPE_AGGREGATION", "auto, gloo, store, nccl, mpi, local or none (default auto)"),
-    ("--pushgateway", "ATTNSCOPE_PUSHGATEWAY", "push metrics to this Prometheus push gateway (http://host:port)"),
+    ("--job", "ATTNSCOPE_JOB", "job label on every metric"),
+    ("--port", "ATTNSCOPE_PORT", "metrics port of local rank 0; local rank r serves port + r"),
+    ("--bind", "ATTNSCOPE_BIND", "address the metrics endpoints listen on"),
+    ("--sample-every", "ATTNSCOPE_SAMPLE_EVERY", "record one step in N"),
+    ("--interval", "ATTNSCOPE_INTERVAL_S", "seconds between aggregation rounds and metric updates"),
+    ("--aggregation", "ATTNSCOPE_AGGREGATION", "how ranks' figures come together"),
+    ("--pushgateway", "ATTNSCOPE_PUSHGATEWAY", "push metrics to this Prometheus push gateway"),
     ("--metrics-auth", "ATTNSCOPE_METRICS_AUTH", "basic auth for /metrics: user:password or @file"),
     ("--control-token", "ATTNSCOPE_CONTROL_TOKEN", "enable rank 0's /control endpoint with this bearer token"),
     ("--trace-dir", "ATTNSCOPE_TRACE_DIR", "per-rank trace files for attnscope-analyze (default <run-dir>/traces)"),
-    ("--log-level", "ATTNSCOPE_LOG_LEVEL", "off, error, warn, info or debug (default info)"),
-    ("--straggler-threshold", "ATTNSCOPE_STRAGGLER_THRESHOLD", "straggler score threshold (default 1.2)"),
+    ("--log-level", "ATTNSCOPE_LOG_LEVEL", "stderr verbosity"),
+    ("--straggler-threshold", "ATTNSCOPE_STRAGGLER_THRESHOLD", "straggler score threshold"),
 ]
 FLAGS = {flag: var for flag, var, _ in OWN_OPTIONS}
 FLAGS["--no-attach"] = None
@@ -109,9 +112,37 @@ Example:
 """
 
 
+def declared_options():
+    """ATTNSCOPE_* name -> declaration (attnscope.options()), or {} when the package is not found."""
+    package = python_package_dir()
+    if package is None:
+        return {}
+    sys.path.insert(0, package)
+    try:
+        import attnscope
+        return {o["name"]: o for o in attnscope.options()}
+    except ImportError:
+        return {}
+    finally:
+        sys.path.remove(package)
+
+
 def usage():
-    own = "\n".join(f"  {flag + ' VALUE':<22}  {text}" for flag, _, text in OWN_OPTIONS)
-    return USAGE.format(own=own)
+    import textwrap
+    declared = declared_options()
+    lines = []
+    for flag, var, text in OWN_OPTIONS:
+        d = declared.get(var)
+        if d is not None:
+            default = " (default <run-dir>/traces)" if var == "ATTNSCOPE_TRACE_DIR" else \
+                f" (default {d['default'].strip('()')})"
+            text = f"{d['meaning']}{default}; {var}: {d['allowed']}"
+        wrapped = textwrap.wrap(text, 100 - 26) or [""]
+        lines.append(f"  {flag + ' VALUE':<22}  {wrapped[0]}")
+        lines += [" " * 26 + w for w in wrapped[1:]]
+    if not declared:
+        lines.append("  (defaults and allowed values: docs/CONFIGURATION.md; attnscope is not built here)")
+    return USAGE.format(own="\n".join(lines))
 
 
 def split_args(argv, torchrun_parser):

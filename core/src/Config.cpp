@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -17,33 +18,19 @@ extern char** environ;
 namespace attnscope {
 namespace {
 
-constexpr int64_t kMaxSampleEvery = 1000000;
-constexpr double kMinIntervalS = 0.1;
-constexpr double kMaxIntervalS = 3600.0;
-constexpr int64_t kMaxMaxLayers = 65536;
-constexpr int64_t kMaxTraceMaxMb = 1048576;
-
 constexpr char kBoolAllowed[] = "one of 1, 0, true, false, on, off, yes, no";
-constexpr char kLogLevelAllowed[] = "one of off, error, warn, info, debug";
-constexpr char kAggregationAllowed[] = "one of auto, gloo, store, nccl, mpi, local, none";
 constexpr char kBindAllowed[] = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
 constexpr char kAuthAllowed[] = "user:password, or @/path/to/file holding user:password";
 constexpr char kUrlAllowed[] = "an http:// URL with a host and a port, such as http://pushgw:9091";
 constexpr char kJobAllowed[] = "letters, digits, '_', '-', '.' (1 to 128 characters)";
-constexpr char kGpuTimingAllowed[] = "one of auto, cupti, events, both, off";
+constexpr char kTokenAllowed[] = "a token of 16 or more printable characters";
 constexpr char kSummaryAllowed[] =
     "a file path in an existing, writable directory ({rank} expands to the rank)";
+constexpr char kFileAllowed[] = "a file path in an existing, writable directory";
 constexpr char kTraceDirAllowed[] =
     "a writable directory, or a path that can be created under a writable directory";
-constexpr char kTraceMaxMbAllowed[] = "an integer from 1 to 1048576";
-constexpr double kMinPeakFlops = 1e6;
-constexpr double kMaxPeakFlops = 1e18;
-constexpr double kMinPeakBandwidth = 1e6;
-constexpr double kMaxPeakBandwidth = 1e16;
-constexpr char kPeakFlopsAllowed[] = "flop/s as a number from 1e6 to 1e18, such as 9.9e14";
 constexpr char kRegexAllowed[] =
     "a Python regular expression, searched in each module's class name and module path";
-constexpr char kPeakBandwidthAllowed[] = "bytes/s as a number from 1e6 to 1e16, such as 4.8e12";
 
 [[noreturn]] void fail(const std::string& name, const std::string& value, const std::string& what,
                        const std::string& allowed) {
@@ -74,51 +61,51 @@ int64_t parseInt(const std::string& name, const std::string& value, int64_t lo, 
 }
 
 double parseDouble(const std::string& name, const std::string& value, double lo, double hi,
-                   const char* allowedText = nullptr) {
-  std::ostringstream allowed;
-  if (allowedText != nullptr) {
-    allowed << allowedText;
-  } else {
-    allowed << "a number from " << lo << " to " << hi;
-  }
-  if (value.empty()) fail(name, value, "is empty", allowed.str());
+                   const std::string& allowed) {
+  if (value.empty()) fail(name, value, "is empty", allowed);
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(value.c_str(), &end);
-  if (end == value.c_str() || *end != '\0') fail(name, value, "is not a number", allowed.str());
+  if (end == value.c_str() || *end != '\0') fail(name, value, "is not a number", allowed);
   if (errno == ERANGE || !std::isfinite(v) || v < lo || v > hi) {
-    fail(name, value, "is out of range", allowed.str());
+    fail(name, value, "is out of range", allowed);
   }
   return v;
 }
 
-Aggregation parseAggregation(const std::string& name, const std::string& value) {
-  const std::string v = lower(value);
-  for (Aggregation a :
-       {Aggregation::kAuto, Aggregation::kGloo, Aggregation::kStore, Aggregation::kNccl,
-        Aggregation::kMpi, Aggregation::kLocal, Aggregation::kNone}) {
-    if (v == aggregationName(a)) return a;
-  }
-  fail(name, value, "is not an aggregation backend", kAggregationAllowed);
+// Enumerations: the words, in the order the docs list them, parsed case-insensitively.
+template <typename E>
+struct Word {
+  const char* word;
+  E value;
+};
+constexpr Word<Aggregation> kAggregationWords[] = {
+    {"auto", Aggregation::kAuto}, {"gloo", Aggregation::kGloo}, {"store", Aggregation::kStore},
+    {"nccl", Aggregation::kNccl}, {"mpi", Aggregation::kMpi},   {"local", Aggregation::kLocal},
+    {"none", Aggregation::kNone}};
+constexpr Word<GpuTiming> kGpuTimingWords[] = {{"auto", GpuTiming::kAuto},
+                                               {"cupti", GpuTiming::kCupti},
+                                               {"events", GpuTiming::kEvents},
+                                               {"both", GpuTiming::kBoth},
+                                               {"off", GpuTiming::kOff}};
+constexpr Word<LogLevel> kLogLevelWords[] = {
+    {"off", LogLevel::kOff},     {"error", LogLevel::kError},
+    {"warn", LogLevel::kWarn},   {"info", LogLevel::kInfo},
+    {"debug", LogLevel::kDebug}, {"warning", LogLevel::kWarn}};  // not listed
+
+template <typename E, size_t N>
+std::string wordsAllowed(const Word<E> (&words)[N], size_t listed = N) {
+  std::string out = "one of ";
+  for (size_t i = 0; i < listed; ++i) out += std::string(i == 0 ? "" : ", ") + words[i].word;
+  return out;
 }
 
-GpuTiming parseGpuTiming(const std::string& name, const std::string& value) {
-  const std::string v = lower(value);
-  for (GpuTiming g : {GpuTiming::kAuto, GpuTiming::kCupti, GpuTiming::kEvents, GpuTiming::kBoth,
-                      GpuTiming::kOff}) {
-    if (v == gpuTimingName(g)) return g;
+template <typename E, size_t N>
+const char* wordOf(const Word<E> (&words)[N], E value) {
+  for (const auto& w : words) {
+    if (w.value == value) return w.word;
   }
-  fail(name, value, "is not a GPU timing source", kGpuTimingAllowed);
-}
-
-LogLevel parseLogLevel(const std::string& name, const std::string& value) {
-  const std::string v = lower(value);
-  if (v == "off") return LogLevel::kOff;
-  if (v == "error") return LogLevel::kError;
-  if (v == "warn" || v == "warning") return LogLevel::kWarn;
-  if (v == "info") return LogLevel::kInfo;
-  if (v == "debug") return LogLevel::kDebug;
-  fail(name, value, "is not a log level", kLogLevelAllowed);
+  return nullptr;
 }
 
 bool isIpv4(const std::string& s) {
@@ -177,288 +164,412 @@ std::string unknownVariableWarning(const std::string& name) {
 }  // namespace
 
 const char* aggregationName(Aggregation a) {
-  switch (a) {
-    case Aggregation::kAuto:
-      return "auto";
-    case Aggregation::kGloo:
-      return "gloo";
-    case Aggregation::kNccl:
-      return "nccl";
-    case Aggregation::kMpi:
-      return "mpi";
-    case Aggregation::kLocal:
-      return "local";
-    case Aggregation::kNone:
-      return "none";
-    case Aggregation::kStore:
-      return "store";
-  }
-  return "?";
+  const char* w = wordOf(kAggregationWords, a);
+  return w != nullptr ? w : "?";
 }
 
 const char* gpuTimingName(GpuTiming g) {
-  switch (g) {
-    case GpuTiming::kAuto:
-      return "auto";
-    case GpuTiming::kCupti:
-      return "cupti";
-    case GpuTiming::kEvents:
-      return "events";
-    case GpuTiming::kBoth:
-      return "both";
-    case GpuTiming::kOff:
-      return "off";
-  }
-  return "?";
+  const char* w = wordOf(kGpuTimingWords, g);
+  return w != nullptr ? w : "?";
 }
 
-const std::vector<Config::Variable>& Config::variables() {
-  static const std::vector<Variable> kVariables = {
-      {kEnvEnable, "bool", "1", kBoolAllowed,
-       "master switch; 0 makes every attnscope call a no-op"},
-      {kEnvSampleEvery, "int", "1", "an integer from 1 to 1000000",
-       "record one training step in N; unsampled steps install no callbacks"},
-      {kEnvIntervalS, "float", "10", "a number from 0.1 to 3600",
-       "seconds between reporting rounds (aggregation and export)"},
-      {kEnvLogLevel, "enum", "info", kLogLevelAllowed,
-       "stderr verbosity; info prints a per-layer table at stop"},
-      {kEnvSummaryJson, "path", "(none)", kSummaryAllowed,
-       "write the per-rank JSON summary here at stop"},
-      {kEnvMemory, "bool", "1", kBoolAllowed,
-       "attribute allocator reports (bytes allocated, peak live bytes) to layers and op kinds"},
-      {kEnvFusedOps, "bool", "0", kBoolAllowed,
-       "recognise fused attention ops outside any AttentionScope (a callback on every op)"},
-      {kEnvMaxLayers, "int", "1024", "an integer from 1 to 65536",
-       "most distinct attention layer names kept; later names are counted but not recorded"},
-      {kEnvAggregation, "enum", "auto", kAggregationAllowed,
-       "how ranks' figures come together; auto is local for one rank, else gloo with a group "
-       "handed in (Python), else store"},
-      {kEnvStragglerThreshold, "float", "1.2", "a number from 1.01 to 100",
-       "straggler when attention time per step exceeds threshold x the median of all ranks"},
-      {kEnvStragglerWindows, "int", "3", "an integer from 1 to 1000",
-       "for this many consecutive reporting windows"},
-      {kEnvHangS, "float", "300", "a number from 1 to 86400",
-       "report a rank hung when its step counter stands still this long while others move"},
-      {kEnvRoundTimeoutS, "float", "30", "a number from 1 to 3600",
-       "longest an aggregation round or the group set-up may take before a rank gives up on it"},
-      {kEnvStorePort, "int", "0", "an integer from 0 to 65535",
-       "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor torchrun "
-       "provides a store; 0 means MASTER_PORT + 1"},
-      {kEnvPort, "int", "9464", "an integer from 0 to 65535",
-       "Prometheus /metrics port of local rank 0; local rank r serves port + r; 0 turns export "
-       "off"},
-      {kEnvBind, "string", "0.0.0.0", kBindAllowed, "address the /metrics endpoint listens on"},
-      {kEnvMetricsAuth, "string", "(none)", kAuthAllowed,
-       "HTTP basic auth for /metrics (and push); scrapes without it get 401"},
-      {kEnvMetricsLayers, "bool", "1", kBoolAllowed,
-       "label metrics by layer; 0 sums layers (bounds the series of deep models)"},
-      {kEnvPushgateway, "url", "(none)", kUrlAllowed,
-       "push metrics to this Prometheus push gateway every interval and once more at stop"},
-      {kEnvControlToken, "string", "(none)", "a token of 16 or more printable characters",
-       "enables rank 0's POST /control (pause, resume, sample_every) for requests bearing it"},
-      {kEnvFileSd, "path", "(none)", "a file path in an existing, writable directory",
-       "rank 0 writes a Prometheus file_sd JSON with every rank's endpoint and labels here"},
-      {kEnvJob, "string", "(TORCHELASTIC_RUN_ID or attnscope)", kJobAllowed,
-       "value of the job label on every series"},
-      {kEnvTraceDir, "path", "(none)", kTraceDirAllowed,
-       "write this rank's trace store (rank-<r>.sqlite) here, committed every interval"},
-      {kEnvTraceMaxMb, "int", "1024", kTraceMaxMbAllowed,
-       "size cap of one rank's trace file in MiB; the oldest step records are dropped first"},
-      {kEnvGpuTiming, "enum", "auto", kGpuTimingAllowed,
-       "device time per layer on GPUs: auto is CUPTI when attnscope can hold it, else CUDA events"},
-      {kEnvRoofline, "bool", "1", kBoolAllowed,
-       "FLOPs and bytes moved of each attention op from its input shapes (sampled steps only), "
-       "classified memory- or compute-bound against the machine's ceilings"},
-      {kEnvPeakFlops, "float", "(calibrated)", kPeakFlopsAllowed,
-       "the machine's peak flop/s for the roofline; unset: measured at start (float32 matmul)"},
-      {kEnvPeakBandwidth, "float", "(calibrated)", kPeakBandwidthAllowed,
-       "the machine's memory bandwidth in bytes/s for the roofline; unset: measured at start "
-       "(copy)"},
-      {kEnvCalibrate, "bool", "1", kBoolAllowed,
-       "measure the ceilings not given above at start (a matmul and a copy, about 0.3 s on a CPU)"},
-      {kEnvAttentionModules, "regex", "(built-in rule)", kRegexAllowed,
-       "Python attach: modules whose class name or path matches are the attention layers, "
-       "replacing the built-in class-name pattern (attention|attn)"},
-      {kEnvAttentionExclude, "regex", "(none)", kRegexAllowed,
-       "Python attach: modules whose class name or path matches are never attention layers "
-       "(their children still can be)"},
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// The declarations: every ATTNSCOPE_* setting once, with its type, range or words, default and
+// help. set(), validate(), variables() (the Python option list, the launchers' help) and
+// docs/CONFIGURATION.md (config_doc) are all read from here; the defaults are Config's member
+// initialisers, shown through the same declaration.
+
+struct Setting {
+  const char* name;
+  const char* type;  // bool, int, float, enum, string, path, url, regex
+  std::string allowed;
+  std::string defaultText;  // as the docs show it
+  const char* help;         // one line, plain text
+  const char* doc;          // docs/CONFIGURATION.md only (links, details); may be empty
+  double lo = 0;            // numeric range (int, float)
+  double hi = 0;
+  void (*parse)(Config&, const Setting&, const std::string&) = nullptr;
+  // Checks the value as the config holds it (also one set from code); throws like parse.
+  void (*check)(const Config&, const Setting&) = nullptr;
+  const char* what = "";  // enum: what the value is not ("is not a log level")
+};
+
+std::string numberText(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+void checkRange(const Setting& s, double v) {
+  if (!(v >= s.lo && v <= s.hi)) fail(s.name, numberText(v), "is out of range", s.allowed);
+}
+
+template <bool Config::*M>
+Setting boolSetting(const char* name, const char* help, const char* doc = "") {
+  Setting s{name, "bool", kBoolAllowed, Config{}.*M ? "1" : "0", help, doc};
+  s.parse = [](Config& c, const Setting& d, const std::string& v) { c.*M = parseBool(d.name, v); };
+  return s;
+}
+
+template <int64_t Config::*M>
+Setting intSetting(const char* name, int64_t lo, int64_t hi, const char* help, const char* doc = "",
+                   const char* defaultText = nullptr) {
+  Setting s{name,
+            "int",
+            "an integer from " + std::to_string(lo) + " to " + std::to_string(hi),
+            defaultText != nullptr ? defaultText : std::to_string(Config{}.*M),
+            help,
+            doc,
+            static_cast<double>(lo),
+            static_cast<double>(hi)};
+  s.parse = [](Config& c, const Setting& d, const std::string& v) {
+    c.*M = parseInt(d.name, v, static_cast<int64_t>(d.lo), static_cast<int64_t>(d.hi));
   };
+  s.check = [](const Config& c, const Setting& d) {
+    if (c.*M < d.lo || c.*M > d.hi)
+      fail(d.name, std::to_string(c.*M), "is out of range", d.allowed);
+  };
+  return s;
+}
+
+// A float; with `unsetText`, 0 means unset (shown as that text) and is not range-checked.
+template <double Config::*M>
+Setting floatSetting(const char* name, double lo, double hi, const char* help, const char* doc = "",
+                     const char* allowed = nullptr, const char* unsetText = nullptr) {
+  Setting s{
+      name,
+      "float",
+      allowed != nullptr ? allowed : "a number from " + numberText(lo) + " to " + numberText(hi),
+      unsetText != nullptr ? unsetText : numberText(Config{}.*M),
+      help,
+      doc,
+      lo,
+      hi};
+  s.parse = [](Config& c, const Setting& d, const std::string& v) {
+    c.*M = parseDouble(d.name, v, d.lo, d.hi, d.allowed);
+  };
+  if (unsetText != nullptr) {
+    s.check = [](const Config& c, const Setting& d) {
+      if (c.*M != 0) checkRange(d, c.*M);
+    };
+  } else {
+    s.check = [](const Config& c, const Setting& d) { checkRange(d, c.*M); };
+  }
+  return s;
+}
+
+template <typename E, E Config::*M, const auto& Words, size_t Listed>
+Setting enumSetting(const char* name, const char* what, const char* help, const char* doc = "") {
+  Setting s{name, "enum", wordsAllowed(Words, Listed), wordOf(Words, Config{}.*M), help, doc};
+  s.what = what;
+  s.parse = [](Config& c, const Setting& d, const std::string& v) {
+    const std::string l = lower(v);
+    for (const auto& w : Words) {
+      if (l == w.word) {
+        c.*M = w.value;
+        return;
+      }
+    }
+    fail(d.name, v, d.what, d.allowed);
+  };
+  s.check = [](const Config& c, const Setting& d) {
+    if (wordOf(Words, c.*M) == nullptr) {
+      fail(d.name, std::to_string(static_cast<int>(c.*M)), d.what, d.allowed);
+    }
+  };
+  return s;
+}
+
+template <std::string Config::*M>
+Setting textSetting(const char* name, const char* type, const char* allowed, const char* help,
+                    const char* doc, void (*check)(const Config&, const Setting&),
+                    const char* defaultText = nullptr) {
+  const std::string def = Config{}.*M;
+  Setting s{name,    type,
+            allowed, defaultText != nullptr ? defaultText : def.empty() ? "(none)" : def,
+            help,    doc};
+  s.parse = [](Config& c, const Setting&, const std::string& v) { c.*M = v; };
+  s.check = check;
+  return s;
+}
+
+// The checks of text settings (from the environment and from code alike).
+void checkBind(const Config& c, const Setting& s) {
+  if (!isIpv4(c.bind)) fail(s.name, c.bind, "is not an IPv4 address", s.allowed);
+}
+
+void checkAuth(const Config& c, const Setting&) {
+  if (!c.metricsAuth.empty()) c.metricsCredentials();
+}
+
+void checkPushgateway(const Config& c, const Setting& s) {
+  const std::string& u = c.pushgateway;
+  if (u.empty()) return;
+  const std::string rest = u.rfind("http://", 0) == 0 ? u.substr(7) : "";
+  const auto colon = rest.find(':');
+  const std::string host = rest.substr(0, colon);
+  std::string portText = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  while (!portText.empty() && portText.back() == '/') portText.pop_back();
+  if (rest.empty() || host.empty() || portText.empty() ||
+      portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5 ||
+      std::stoi(portText) < 1 || std::stoi(portText) > 65535) {
+    fail(s.name, u, "is not an http://host:port URL", s.allowed);
+  }
+}
+
+void checkToken(const Config& c, const Setting& s) {
+  if (c.controlToken.empty()) return;
+  bool printable = c.controlToken.size() >= 16;
+  for (unsigned char ch : c.controlToken) printable = printable && ch > 32 && ch < 127;
+  if (!printable) {
+    fail(s.name, "(" + std::to_string(c.controlToken.size()) + " characters, not shown)",
+         "is too short or has spaces or control characters", s.allowed);
+  }
+}
+
+void checkFileSd(const Config& c, const Setting& s) {
+  if (!c.fileSd.empty()) checkWritableFile(s.name, c.fileSd, c.fileSd, s.allowed);
+}
+
+void checkJob(const Config& c, const Setting& s) {
+  if (c.job.empty()) return;
+  bool ok = c.job.size() <= 128;
+  for (unsigned char ch : c.job)
+    ok = ok && (std::isalnum(ch) || ch == '_' || ch == '-' || ch == '.');
+  if (!ok) fail(s.name, c.job, "has characters a label value should not carry", s.allowed);
+}
+
+void checkSummary(const Config& c, const Setting& s) {
+  if (!c.summaryJson.empty()) {
+    checkWritableFile(s.name, c.summaryJson, c.summaryPathForRank(0), s.allowed);
+  }
+}
+
+void checkTraceDir(const Config& c, const Setting& s) {
+  if (c.traceDir.empty()) return;
+  // The directory itself, or else its nearest existing ancestor (the store creates the rest).
+  std::string dir = c.traceDir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  struct stat st {};
+  std::string existing = dir;
+  while (::stat(existing.c_str(), &st) != 0) {
+    const auto slash = existing.rfind('/');
+    existing = slash == std::string::npos ? "." : (slash == 0 ? "/" : existing.substr(0, slash));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    fail(s.name, c.traceDir,
+         existing == dir ? "is not a directory"
+                         : "cannot be created (" + existing + " is not a directory)",
+         s.allowed);
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) {
+    fail(s.name, c.traceDir,
+         existing == dir ? "is not writable"
+                         : "cannot be created (" + existing + " is not writable)",
+         s.allowed);
+  }
+}
+
+const std::vector<Setting>& settings() {
+  static const std::vector<Setting> kSettings = {
+      boolSetting<&Config::enable>(kEnvEnable,
+                                   "master switch; 0 makes every attnscope call a no-op"),
+      intSetting<&Config::sampleEvery>(
+          kEnvSampleEvery, 1, 1000000,
+          "record one training step in N; unsampled steps install no callbacks"),
+      floatSetting<&Config::intervalSeconds>(
+          kEnvIntervalS, 0.1, 3600,
+          "seconds between reporting rounds (aggregation, metrics snapshot, push)"),
+      enumSetting<LogLevel, &Config::logLevel, kLogLevelWords, 5>(
+          kEnvLogLevel, "is not a log level",
+          "stderr verbosity; info prints a per-layer table at stop"),
+      textSetting<&Config::summaryJson>(kEnvSummaryJson, "path", kSummaryAllowed,
+                                        "write the per-rank JSON summary here at stop",
+                                        "[SUMMARY_JSON.md](SUMMARY_JSON.md)", &checkSummary),
+      boolSetting<&Config::memory>(
+          kEnvMemory,
+          "attribute allocations (bytes allocated, peak live bytes) to layers and op kinds"),
+      boolSetting<&Config::fusedOps>(kEnvFusedOps,
+                                     "recognise fused attention ops outside any AttentionScope "
+                                     "(puts a callback on every op of sampled steps)"),
+      intSetting<&Config::maxLayers>(
+          kEnvMaxLayers, 1, 65536,
+          "most distinct attention layer names kept; calls of later names are counted "
+          "(dropped_calls), not recorded"),
+      enumSetting<Aggregation, &Config::aggregation, kAggregationWords, 7>(
+          kEnvAggregation, "is not an aggregation backend",
+          "how ranks' figures come together; auto is local for one rank, else gloo when a group "
+          "was handed in (Python's attach forms a Gloo side group), else store",
+          "[AGGREGATION.md](AGGREGATION.md); `gloo` needs a group handed in, `store` only the "
+          "job's store, `nccl` a CUDA LibTorch, `mpi` a build with MPI"),
+      floatSetting<&Config::stragglerThreshold>(
+          kEnvStragglerThreshold, 1.01, 100,
+          "a straggler's attention time per step exceeds threshold x the median of all ranks..."),
+      intSetting<&Config::stragglerWindows>(kEnvStragglerWindows, 1, 1000,
+                                            "...for this many consecutive reporting windows"),
+      floatSetting<&Config::hangSeconds>(
+          kEnvHangS, 1, 86400,
+          "report a rank hung when its step counter stands still this long while others move"),
+      floatSetting<&Config::roundTimeoutSeconds>(
+          kEnvRoundTimeoutS, 1, 3600,
+          "longest an aggregation round, the group's set-up or the stop barrier may take"),
+      intSetting<&Config::storePort>(
+          kEnvStorePort, 0, 65535,
+          "port of attnscope's own TCPStore (rank 0 serves it) when neither the program nor "
+          "torchrun provides a store; 0 means MASTER_PORT + 1"),
+      intSetting<&Config::port>(kEnvPort, 0, 65535,
+                                "Prometheus /metrics port of local rank 0; local rank r serves "
+                                "port + r; 0 turns the endpoint off",
+                                "[METRICS.md](METRICS.md)"),
+      textSetting<&Config::bind>(kEnvBind, "string", kBindAllowed,
+                                 "address the endpoint listens on; 127.0.0.1 keeps it on the host",
+                                 "", &checkBind),
+      textSetting<&Config::metricsAuth>(
+          kEnvMetricsAuth, "string", kAuthAllowed,
+          "HTTP basic auth on /metrics (also sent with pushes); scrapes without it get 401",
+          "prefer the file form: the environment is readable in `/proc`", &checkAuth),
+      boolSetting<&Config::metricsLayers>(
+          kEnvMetricsLayers,
+          "label series by layer; 0 sums the layers (about 120 series per rank instead of "
+          "about 4,600 for 48 layers)"),
+      textSetting<&Config::pushgateway>(
+          kEnvPushgateway, "url", kUrlAllowed,
+          "push every interval and once more at stop to this Prometheus push gateway", "",
+          &checkPushgateway),
+      textSetting<&Config::controlToken>(
+          kEnvControlToken, "string", kTokenAllowed,
+          "enables rank 0's POST /control (pause, resume, sample rate) for requests with "
+          "Authorization: Bearer <token>",
+          "", &checkToken),
+      textSetting<&Config::fileSd>(
+          kEnvFileSd, "path", kFileAllowed,
+          "rank 0 writes a Prometheus file_sd JSON with every rank's endpoint and labels here", "",
+          &checkFileSd),
+      textSetting<&Config::job>(kEnvJob, "string", kJobAllowed, "the job label on every series", "",
+                                &checkJob, "(TORCHELASTIC_RUN_ID or attnscope)"),
+      textSetting<&Config::traceDir>(
+          kEnvTraceDir, "path", kTraceDirAllowed,
+          "keep this rank's sampled steps, windows and findings in rank-<r>.sqlite here, "
+          "committed every interval, for attnscope-analyze; created at start, an older file of "
+          "the same rank replaced",
+          "[ANALYSIS.md](ANALYSIS.md)", &checkTraceDir),
+      intSetting<&Config::traceMaxMb>(
+          kEnvTraceMaxMb, 1, 1048576,
+          "size cap of one rank's trace file in MiB; past it the oldest step records are deleted "
+          "(summaries and findings are kept)"),
+      enumSetting<GpuTiming, &Config::gpuTiming, kGpuTimingWords, 5>(
+          kEnvGpuTiming, "is not a GPU timing source",
+          "device time per layer on GPUs: auto and cupti use CUPTI kernel records when attnscope "
+          "can hold CUPTI, else CUDA events (never an error); events only CUDA events; both "
+          "CUPTI and events together (a cross-check); ignored without a CUDA device",
+          "[GPU.md](GPU.md)"),
+      boolSetting<&Config::roofline>(
+          kEnvRoofline,
+          "on sampled steps, read the input shapes of each top-level attention op and derive its "
+          "FLOPs and minimum bytes moved; classify each layer and op kind memory- or "
+          "compute-bound against the ceilings",
+          "[ROOFLINE.md](ROOFLINE.md); a formula is evaluated only when the shapes change"),
+      floatSetting<&Config::peakFlops>(
+          kEnvPeakFlops, 1e6, 1e18,
+          "the compute ceiling; unset: measured at start (float32 matmul); set it on GPUs "
+          "(device timing measures no host ceiling)",
+          "", "flop/s as a number from 1e6 to 1e18, such as 9.9e14", "(calibrated)"),
+      floatSetting<&Config::peakBandwidth>(
+          kEnvPeakBandwidth, 1e6, 1e16,
+          "the memory-bandwidth ceiling; unset: measured at start (a 64 MiB copy)", "",
+          "bytes/s as a number from 1e6 to 1e16, such as 4.8e12", "(calibrated)"),
+      boolSetting<&Config::calibrate>(
+          kEnvCalibrate,
+          "measure the ceilings that are not set (about 0.3 s at start on a CPU, once per "
+          "process); 0: unset ceilings stay unknown and no bound is claimed"),
+      textSetting<&Config::attentionModules>(
+          kEnvAttentionModules, "regex", kRegexAllowed,
+          "Python attach: the matching modules are the attention layers, replacing the "
+          "class-name pattern attention|attn; a bad pattern fails at start",
+          "[DISCOVERY.md](DISCOVERY.md)", nullptr, "(built-in rule)"),
+      textSetting<&Config::attentionExclude>(
+          kEnvAttentionExclude, "regex", kRegexAllowed,
+          "Python attach: matching modules are never layers (their children still can be)", "",
+          nullptr),
+  };
+  return kSettings;
+}
+
+const Setting* findSetting(const std::string& name) {
+  for (const Setting& s : settings()) {
+    if (name == s.name) return &s;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const std::vector<Config::Variable>& Config::variables() {
+  static const std::vector<Variable> kVariables = [] {
+    std::vector<Variable> out;
+    for (const Setting& s : settings()) {
+      out.push_back(
+          {s.name, s.type, s.defaultText.c_str(), s.allowed.c_str(), s.help, s.doc, s.lo, s.hi});
+    }
+    return out;
+  }();
   return kVariables;
 }
 
-bool Config::set(const std::string& name, const std::string& value) {
-  if (name == kEnvEnable) {
-    enable = parseBool(name, value);
-  } else if (name == kEnvSampleEvery) {
-    sampleEvery = parseInt(name, value, 1, kMaxSampleEvery);
-  } else if (name == kEnvIntervalS) {
-    intervalSeconds = parseDouble(name, value, kMinIntervalS, kMaxIntervalS);
-  } else if (name == kEnvLogLevel) {
-    logLevel = parseLogLevel(name, value);
-  } else if (name == kEnvSummaryJson) {
-    summaryJson = value;
-  } else if (name == kEnvMemory) {
-    memory = parseBool(name, value);
-  } else if (name == kEnvFusedOps) {
-    fusedOps = parseBool(name, value);
-  } else if (name == kEnvMaxLayers) {
-    maxLayers = parseInt(name, value, 1, kMaxMaxLayers);
-  } else if (name == kEnvAggregation) {
-    aggregation = parseAggregation(name, value);
-  } else if (name == kEnvStragglerThreshold) {
-    stragglerThreshold = parseDouble(name, value, 1.01, 100.0);
-  } else if (name == kEnvStragglerWindows) {
-    stragglerWindows = parseInt(name, value, 1, 1000);
-  } else if (name == kEnvHangS) {
-    hangSeconds = parseDouble(name, value, 1.0, 86400.0);
-  } else if (name == kEnvRoundTimeoutS) {
-    roundTimeoutSeconds = parseDouble(name, value, 1.0, 3600.0);
-  } else if (name == kEnvStorePort) {
-    storePort = parseInt(name, value, 0, 65535);
-  } else if (name == kEnvPort) {
-    port = parseInt(name, value, 0, 65535);
-  } else if (name == kEnvBind) {
-    bind = value;
-  } else if (name == kEnvMetricsAuth) {
-    metricsAuth = value;
-  } else if (name == kEnvMetricsLayers) {
-    metricsLayers = parseBool(name, value);
-  } else if (name == kEnvPushgateway) {
-    pushgateway = value;
-  } else if (name == kEnvControlToken) {
-    controlToken = value;
-  } else if (name == kEnvFileSd) {
-    fileSd = value;
-  } else if (name == kEnvJob) {
-    job = value;
-  } else if (name == kEnvTraceDir) {
-    traceDir = value;
-  } else if (name == kEnvTraceMaxMb) {
-    traceMaxMb = parseInt(name, value, 1, kMaxTraceMaxMb);
-  } else if (name == kEnvGpuTiming) {
-    gpuTiming = parseGpuTiming(name, value);
-  } else if (name == kEnvRoofline) {
-    roofline = parseBool(name, value);
-  } else if (name == kEnvPeakFlops) {
-    peakFlops = parseDouble(name, value, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
-  } else if (name == kEnvPeakBandwidth) {
-    peakBandwidth =
-        parseDouble(name, value, kMinPeakBandwidth, kMaxPeakBandwidth, kPeakBandwidthAllowed);
-  } else if (name == kEnvCalibrate) {
-    calibrate = parseBool(name, value);
-  } else if (name == kEnvAttentionModules) {
-    attentionModules = value;
-  } else if (name == kEnvAttentionExclude) {
-    attentionExclude = value;
-  } else {
-    return false;
+const Config::Variable& Config::variable(const std::string& name) {
+  for (const Variable& v : variables()) {
+    if (name == v.name) return v;
   }
+  throw std::invalid_argument("unknown variable " + name);
+}
+
+bool Config::set(const std::string& name, const std::string& value) {
+  const Setting* s = findSetting(name);
+  if (s == nullptr) return false;
+  s->parse(*this, *s, value);
   return true;
 }
 
 void Config::validate() const {
-  // Values set from code bypass set(): check the same ranges here.
-  if (sampleEvery < 1 || sampleEvery > kMaxSampleEvery) {
-    fail(kEnvSampleEvery, std::to_string(sampleEvery), "is out of range",
-         "an integer from 1 to 1000000");
+  // Values set from code bypass set(): every declaration checks the value the config holds.
+  for (const Setting& s : settings()) {
+    if (s.check != nullptr) s.check(*this, s);
   }
-  if (!(intervalSeconds >= kMinIntervalS && intervalSeconds <= kMaxIntervalS)) {
-    std::ostringstream v;
-    v << intervalSeconds;
-    fail(kEnvIntervalS, v.str(), "is out of range", "a number from 0.1 to 3600");
-  }
-  if (maxLayers < 1 || maxLayers > kMaxMaxLayers) {
-    fail(kEnvMaxLayers, std::to_string(maxLayers), "is out of range", "an integer from 1 to 65536");
-  }
-  const auto checkRange = [](const char* name, double v, double lo, double hi,
-                             const char* allowed) {
-    if (!(v >= lo && v <= hi)) {
-      std::ostringstream text;
-      text << v;
-      fail(name, text.str(), "is out of range", allowed);
-    }
-  };
-  checkRange(kEnvStragglerThreshold, stragglerThreshold, 1.01, 100.0, "a number from 1.01 to 100");
-  checkRange(kEnvStragglerWindows, static_cast<double>(stragglerWindows), 1, 1000,
-             "an integer from 1 to 1000");
-  checkRange(kEnvHangS, hangSeconds, 1.0, 86400.0, "a number from 1 to 86400");
-  checkRange(kEnvRoundTimeoutS, roundTimeoutSeconds, 1.0, 3600.0, "a number from 1 to 3600");
-  if (peakFlops != 0)
-    checkRange(kEnvPeakFlops, peakFlops, kMinPeakFlops, kMaxPeakFlops, kPeakFlopsAllowed);
-  if (peakBandwidth != 0) {
-    checkRange(kEnvPeakBandwidth, peakBandwidth, kMinPeakBandwidth, kMaxPeakBandwidth,
-               kPeakBandwidthAllowed);
-  }
+  // Across settings.
   if (!roofline && (peakFlops != 0 || peakBandwidth != 0)) {
-    std::ostringstream v;
-    v << (peakFlops != 0 ? peakFlops : peakBandwidth);
-    fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth, v.str(),
+    fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth,
+         numberText(peakFlops != 0 ? peakFlops : peakBandwidth),
          "has no effect with ATTNSCOPE_ROOFLINE=0", "leave it unset, or set ATTNSCOPE_ROOFLINE=1");
   }
-  checkRange(kEnvStorePort, static_cast<double>(storePort), 0, 65535, "an integer from 0 to 65535");
-  if (static_cast<int>(gpuTiming) > static_cast<int>(GpuTiming::kOff)) {
-    fail(kEnvGpuTiming, std::to_string(static_cast<int>(gpuTiming)), "is not a GPU timing source",
-         kGpuTimingAllowed);
-  }
-  checkRange(kEnvPort, static_cast<double>(port), 0, 65535, "an integer from 0 to 65535");
-  if (!isIpv4(bind)) fail(kEnvBind, bind, "is not an IPv4 address", kBindAllowed);
-  if (!metricsAuth.empty()) metricsCredentials();
-  if (!pushgateway.empty()) {
-    const std::string& u = pushgateway;
-    const std::string rest = u.rfind("http://", 0) == 0 ? u.substr(7) : "";
-    const auto colon = rest.find(':');
-    const std::string host = rest.substr(0, colon);
-    std::string portText = colon == std::string::npos ? "" : rest.substr(colon + 1);
-    while (!portText.empty() && portText.back() == '/') portText.pop_back();
-    if (rest.empty() || host.empty() || portText.empty() ||
-        portText.find_first_not_of("0123456789") != std::string::npos || portText.size() > 5 ||
-        std::stoi(portText) < 1 || std::stoi(portText) > 65535) {
-      fail(kEnvPushgateway, u, "is not an http://host:port URL", kUrlAllowed);
+}
+
+std::string Config::markdownTable() {
+  std::ostringstream out;
+  out << "| variable | type | default | allowed | meaning |\n| --- | --- | --- | --- | --- |\n";
+  const auto cell = [](const std::string& text) {
+    std::string escaped;
+    for (char c : text) {  // a table cell: no column break, no HTML tag
+      if (c == '|') {
+        escaped += "\\|";
+      } else if (c == '<') {
+        escaped += "&lt;";
+      } else if (c == '>') {
+        escaped += "&gt;";
+      } else {
+        escaped += c;
+      }
     }
+    return escaped;
+  };
+  for (const Setting& s : settings()) {
+    out << "| `" << s.name << "` | " << s.type << " | `" << cell(s.defaultText) << "` | "
+        << cell(s.allowed) << " | " << cell(s.help);
+    if (s.doc[0] != '\0') out << " (" << cell(s.doc) << ")";
+    out << " |\n";
   }
-  if (!controlToken.empty()) {
-    bool printable = controlToken.size() >= 16;
-    for (unsigned char c : controlToken) printable = printable && c > 32 && c < 127;
-    if (!printable) {
-      fail(kEnvControlToken, "(" + std::to_string(controlToken.size()) + " characters, not shown)",
-           "is too short or has spaces or control characters",
-           "a token of 16 or more printable characters");
-    }
-  }
-  if (!fileSd.empty())
-    checkWritableFile(kEnvFileSd, fileSd, fileSd, "a file path in an existing, writable directory");
-  if (!job.empty()) {
-    bool ok = job.size() <= 128;
-    for (unsigned char c : job) ok = ok && (std::isalnum(c) || c == '_' || c == '-' || c == '.');
-    if (!ok) fail(kEnvJob, job, "has characters a label value should not carry", kJobAllowed);
-  }
-  if (!summaryJson.empty())
-    checkWritableFile(kEnvSummaryJson, summaryJson, summaryPathForRank(0), kSummaryAllowed);
-  checkRange(kEnvTraceMaxMb, static_cast<double>(traceMaxMb), 1, kMaxTraceMaxMb,
-             kTraceMaxMbAllowed);
-  if (!traceDir.empty()) {
-    // The directory itself, or else its nearest existing ancestor (the store creates the rest).
-    std::string dir = traceDir;
-    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    struct stat st {};
-    std::string existing = dir;
-    while (::stat(existing.c_str(), &st) != 0) {
-      const auto slash = existing.rfind('/');
-      existing = slash == std::string::npos ? "." : (slash == 0 ? "/" : existing.substr(0, slash));
-    }
-    if (!S_ISDIR(st.st_mode)) {
-      fail(kEnvTraceDir, traceDir,
-           existing == dir ? "is not a directory"
-                           : "cannot be created (" + existing + " is not a directory)",
-           kTraceDirAllowed);
-    }
-    if (::access(existing.c_str(), W_OK | X_OK) != 0) {
-      fail(kEnvTraceDir, traceDir,
-           existing == dir ? "is not writable"
-                           : "cannot be created (" + existing + " is not writable)",
-           kTraceDirAllowed);
-    }
-  }
+  return out.str();
 }
 
 Config Config::fromVariables(const std::map<std::string, std::string>& vars,

@@ -18,10 +18,24 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnscope/core/Config.h"
 #include "attnscope/core/Log.h"
 
 namespace attnscope {
 namespace {
+
+// /control's sample_every: the range and parsing of ATTNSCOPE_SAMPLE_EVERY's declaration.
+bool parseSampleEvery(const std::string& value, int64_t* out) {
+  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos) return false;
+  Config probe;
+  try {
+    probe.set(kEnvSampleEvery, value);
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+  *out = probe.sampleEvery;
+  return true;
+}
 
 constexpr size_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kMaxBodyBytes = 4 * 1024;
@@ -319,17 +333,18 @@ int MetricsServer::handleControl(const std::string& method, const std::string& a
       next.paused = true;
     } else if (key == "action" && value == "resume") {
       next.paused = false;
-    } else if (key == "sample_every" && !value.empty() && value.size() <= 7 &&
-               value.find_first_not_of("0123456789") == std::string::npos &&
-               std::stoll(value) >= 1 && std::stoll(value) <= 1000000) {
-      next.sampleEvery = std::stoll(value);
+    } else if (key == "sample_every" && parseSampleEvery(value, &next.sampleEvery)) {
     } else {
       understood = false;
     }
   }
   if (!understood) {
-    *body = "{\"error\": \"request '" + query +
-            "' not understood; allowed: action=pause, action=resume, sample_every=<1..1000000>\"}";
+    const Config::Variable& every = Config::variable(kEnvSampleEvery);
+    std::ostringstream allowed;
+    allowed << "action=pause, action=resume, sample_every=<" << static_cast<int64_t>(every.min)
+            << ".." << static_cast<int64_t>(every.max) << ">";
+    *body =
+        "{\"error\": \"request '" + query + "' not understood; allowed: " + allowed.str() + "\"}";
     return 400;
   }
   next.generation = control_.generation + 1;

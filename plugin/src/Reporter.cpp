@@ -548,7 +548,6 @@ void Reporter::writeTrace(bool last) {
                  {"attnscope_version", run.attnscopeVersion},
                  {"torch_version", run.torchVersion},
                  {"interval_s", number(config_.intervalSeconds)},
-                 {"sample_every", std::to_string(config_.sampleEvery)},
                  {"start_unix", number(run.startUnixSeconds)},
                  {"config", configJson(config_)}};
       const Ceilings& c = run.ceilings;
@@ -569,6 +568,8 @@ void Reporter::writeTrace(bool last) {
                                        {"gpu_memory_bytes", std::to_string(m.gpuMemoryBytes)}});
       }
     }
+    // The live sample rate (rank 0's /control may change it); "config" keeps the one at start.
+    in.meta.emplace_back("sample_every", std::to_string(run.sampleEvery));
     in.meta.emplace_back("last_commit_unix", number(now));
     in.meta.emplace_back("steps_seen", std::to_string(run.stepsSeen));
     if (last)

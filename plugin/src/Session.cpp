@@ -48,7 +48,6 @@ Session::Session(const Config& config, const Topology& topology)
   run_.torchVersion = std::to_string(TORCH_VERSION_MAJOR) + "." +
                       std::to_string(TORCH_VERSION_MINOR) + "." +
                       std::to_string(TORCH_VERSION_PATCH);
-  run_.sampleEvery = config.sampleEvery;
   run_.roofline = config.roofline;
   run_.startUnixSeconds = unixNow();
   windowStartNs_ = nowNs();
@@ -334,6 +333,7 @@ StatsTable Session::statistics() {
 RunInfo Session::runInfo() {
   std::lock_guard<std::mutex> lock(statsMutex_);
   RunInfo run = run_;
+  run.sampleEvery = sampleEvery_.load(std::memory_order_relaxed);  // the live rate's one owner
   run.explicitSteps = explicitSteps_.load();
   run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
   run.droppedCalls += stats_.droppedCalls();

@@ -28,7 +28,6 @@ __all__ = ["start", "stop", "step", "attention", "op_kind", "summary", "is_runni
 
 # Variables only Python reads: regular expressions of the module discovery (docs/DISCOVERY.md).
 PATTERN_VARIABLES = ("ATTNSCOPE_ATTENTION_MODULES", "ATTNSCOPE_ATTENTION_EXCLUDE")
-PATTERN_ALLOWED = "a Python regular expression, searched in each module's class name and module path"
 
 
 def compile_pattern(name, value):
@@ -38,7 +37,7 @@ def compile_pattern(name, value):
     try:
         return re.compile(value)
     except re.error as e:
-        raise ValueError(f'{name}="{value}" is not a valid regular expression ({e}); allowed: {PATTERN_ALLOWED}') from None
+        raise ValueError(f'{name}="{value}" is not a valid regular expression ({e}); allowed: {_attnscope.variable(name)["allowed"]}') from None
 
 
 def check_config(variables):

@@ -106,15 +106,27 @@ PYBIND11_MODULE(_attnscope, m) {
   m.def("is_running", [] { return attnscope::isRunning(); });
   m.def("version", [] { return std::string(attnscope::version()); });
   m.def("summary_json", [] { return attnscope::summaryJson(); });
-  m.def("variables", [] {
+  const auto variableDict = [](const attnscope::Config::Variable& v) {
+    return py::dict(py::arg("name") = v.name, py::arg("type") = v.type,
+                    py::arg("default") = v.defaultValue, py::arg("allowed") = v.allowed,
+                    py::arg("meaning") = v.meaning, py::arg("doc") = v.doc, py::arg("min") = v.min,
+                    py::arg("max") = v.max);
+  };
+  m.def("variables", [variableDict] {
     py::list out;
-    for (const auto& v : attnscope::Config::variables()) {
-      out.append(py::dict(py::arg("name") = v.name, py::arg("type") = v.type,
-                          py::arg("default") = v.defaultValue, py::arg("allowed") = v.allowed,
-                          py::arg("meaning") = v.meaning));
-    }
+    for (const auto& v : attnscope::Config::variables()) out.append(variableDict(v));
     return out;
   });
+  m.def(
+      "variable",
+      [variableDict](const std::string& name) {
+        try {
+          return variableDict(attnscope::Config::variable(name));
+        } catch (const std::invalid_argument& e) {
+          throw py::key_error(e.what());
+        }
+      },
+      py::arg("name"));
   m.def(
       "enter_scope",
       [](const std::string& name, bool region) {

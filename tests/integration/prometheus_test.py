@@ -260,7 +260,7 @@ def case_auth_push_control(tmp):
     env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(taken_port),
                ATTNSCOPE_METRICS_AUTH="prom:pa55word", ATTNSCOPE_PUSHGATEWAY=f"http://127.0.0.1:{gateway_port}",
                ATTNSCOPE_CONTROL_TOKEN=token, ATTNSCOPE_JOB="push-test", ATTNSCOPE_SUMMARY_JSON=summary,
-               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+               ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "traces"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     err_path = os.path.join(tmp, "job.err")
@@ -303,7 +303,16 @@ def case_auth_push_control(tmp):
     try:
         check(code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}")
         with open(summary.replace("{rank}", "0")) as f:
-            steps = json.load(f)["run"]["steps_seen"]
+            run = json.load(f)["run"]
+        steps = run["steps_seen"]
+        # The live sample rate has one owner: the summary and the trace show the rate /control set.
+        check(run["sample_every"] == 4, f"summary's run.sample_every is {run['sample_every']}, /control set 4")
+        import sqlite3
+        db = sqlite3.connect(os.path.join(tmp, "traces", "rank-0.sqlite"))
+        (traced,), = db.execute("SELECT value FROM meta WHERE key = 'sample_every'").fetchall()
+        db.close()
+        check(traced == "4", f"trace's meta.sample_every is {traced}, /control set 4")
+        print("summary and trace show sample_every 4 after the /control change")
         status, pushed = http_get(f"http://127.0.0.1:{gateway_port}/metrics")
         m = re.search(r'attnscope_steps_total\{[^}]*instance="[^"]*-rank0"[^}]*job="push-test"[^}]*\} (\S+)', pushed)
         check(m is not None, "no attnscope_steps_total for job push-test in the push gateway")

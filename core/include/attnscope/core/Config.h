@@ -168,15 +168,24 @@ struct ATTNSCOPE_API Config {
   // \throw std::invalid_argument when the file cannot be read or the line has no ':'.
   std::string metricsCredentials() const;
 
+  // One setting as declared (core/src/Config.cpp declares each once: set(), validate(), this list,
+  // the Python options, the launchers' help and docs/CONFIGURATION.md all come from there).
   struct Variable {
     const char* name;
-    const char* type;
-    const char* defaultValue;
-    const char* allowed;
-    const char* meaning;
+    const char* type;          // bool, int, float, enum, string, path, url, regex
+    const char* defaultValue;  // as the docs show it
+    const char* allowed;       // the text errors end with
+    const char* meaning;       // one line
+    const char* doc;           // more for docs/CONFIGURATION.md (links); may be empty
+    double min;                // int and float: the range (0 and 0 otherwise)
+    double max;
   };
   // Every known variable, for documentation and `--help` texts.
   static const std::vector<Variable>& variables();
+  // One of them by name. \throw std::invalid_argument for a name that is not a variable.
+  static const Variable& variable(const std::string& name);
+  // The table of docs/CONFIGURATION.md (build/core/config_doc writes it; a test keeps it current).
+  static std::string markdownTable();
 };
 
 }  // namespace attnscope
