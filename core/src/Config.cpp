@@ -78,6 +78,7 @@ template <typename E>
 struct Word {
   const char* word;
   E value;
+  bool listed = true;  // false: accepted, not shown in the allowed values
 };
 constexpr Word<Aggregation> kAggregationWords[] = {
     {"auto", Aggregation::kAuto}, {"gloo", Aggregation::kGloo}, {"store", Aggregation::kStore},
@@ -89,14 +90,15 @@ constexpr Word<GpuTiming> kGpuTimingWords[] = {{"auto", GpuTiming::kAuto},
                                                {"both", GpuTiming::kBoth},
                                                {"off", GpuTiming::kOff}};
 constexpr Word<LogLevel> kLogLevelWords[] = {
-    {"off", LogLevel::kOff},     {"error", LogLevel::kError},
-    {"warn", LogLevel::kWarn},   {"info", LogLevel::kInfo},
-    {"debug", LogLevel::kDebug}, {"warning", LogLevel::kWarn}};  // not listed
+    {"off", LogLevel::kOff},   {"error", LogLevel::kError}, {"warn", LogLevel::kWarn},
+    {"info", LogLevel::kInfo}, {"debug", LogLevel::kDebug}, {"warning", LogLevel::kWarn, false}};
 
 template <typename E, size_t N>
-std::string wordsAllowed(const Word<E> (&words)[N], size_t listed = N) {
-  std::string out = "one of ";
-  for (size_t i = 0; i < listed; ++i) out += std::string(i == 0 ? "" : ", ") + words[i].word;
+std::string wordsAllowed(const Word<E> (&words)[N]) {
+  std::string out;
+  for (const auto& w : words) {
+    if (w.listed) out += std::string(out.empty() ? "one of " : ", ") + w.word;
+  }
   return out;
 }
 
@@ -260,9 +262,9 @@ Setting floatSetting(const char* name, double lo, double hi, const char* help, c
   return s;
 }
 
-template <typename E, E Config::*M, const auto& Words, size_t Listed>
+template <typename E, E Config::*M, const auto& Words>
 Setting enumSetting(const char* name, const char* what, const char* help, const char* doc = "") {
-  Setting s{name, "enum", wordsAllowed(Words, Listed), wordOf(Words, Config{}.*M), help, doc};
+  Setting s{name, "enum", wordsAllowed(Words), wordOf(Words, Config{}.*M), help, doc};
   s.what = what;
   s.parse = [](Config& c, const Setting& d, const std::string& v) {
     const std::string l = lower(v);
@@ -382,7 +384,7 @@ const std::vector<Setting>& settings() {
       floatSetting<&Config::intervalSeconds>(
           kEnvIntervalS, 0.1, 3600,
           "seconds between reporting rounds (aggregation, metrics snapshot, push)"),
-      enumSetting<LogLevel, &Config::logLevel, kLogLevelWords, 5>(
+      enumSetting<LogLevel, &Config::logLevel, kLogLevelWords>(
           kEnvLogLevel, "is not a log level",
           "stderr verbosity; info prints a per-layer table at stop"),
       textSetting<&Config::summaryJson>(kEnvSummaryJson, "path", kSummaryAllowed,
@@ -398,7 +400,7 @@ const std::vector<Setting>& settings() {
           kEnvMaxLayers, 1, 65536,
           "most distinct attention layer names kept; calls of later names are counted "
           "(dropped_calls), not recorded"),
-      enumSetting<Aggregation, &Config::aggregation, kAggregationWords, 7>(
+      enumSetting<Aggregation, &Config::aggregation, kAggregationWords>(
           kEnvAggregation, "is not an aggregation backend",
           "how ranks' figures come together; auto is local for one rank, else gloo when a group "
           "was handed in (Python's attach forms a Gloo side group), else store",
@@ -459,7 +461,7 @@ const std::vector<Setting>& settings() {
           kEnvTraceMaxMb, 1, 1048576,
           "size cap of one rank's trace file in MiB; past it the oldest step records are deleted "
           "(summaries and findings are kept)"),
-      enumSetting<GpuTiming, &Config::gpuTiming, kGpuTimingWords, 5>(
+      enumSetting<GpuTiming, &Config::gpuTiming, kGpuTimingWords>(
           kEnvGpuTiming, "is not a GPU timing source",
           "device time per layer on GPUs: auto and cupti use CUPTI kernel records when attnscope "
           "can hold CUPTI, else CUDA events (never an error); events only CUDA events; both "
