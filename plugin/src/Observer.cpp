@@ -10,6 +10,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "InternalThread.h"
 #include "Session.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
@@ -460,8 +461,6 @@ void onFusedEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
 
 // The job's own collectives: c10d opens a USER_SCOPE RecordFunction named "<backend>:<op>" when
 // it issues one and ends it when the work completes (possibly on a communication thread).
-thread_local bool tInternalThread = false;
-
 struct CollectiveContext final : at::ObserverContext {
   Session* session = nullptr;
   uint64_t t0 = 0;
@@ -486,7 +485,7 @@ bool isCollectiveName(const char* name) {
 }
 
 std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {
-  if (tInternalThread) return nullptr;
+  if (isInternalThread()) return nullptr;
   Session* s = currentSession();
   if (s == nullptr || !s->sampled() || !isCollectiveName(fn.name())) return nullptr;
   auto ctx = std::make_unique<CollectiveContext>();
@@ -520,8 +519,6 @@ at::RecordFunctionCallback Observer::globalCallback() {
   return at::RecordFunctionCallback(&onGlobalStart, &onGlobalEnd)
       .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
 }
-
-void Observer::markInternalThread() { tInternalThread = true; }
 
 bool Observer::enterScope(Session* session, const char* layerName, ScopeType type) {
   const uint64_t entry = ticks();

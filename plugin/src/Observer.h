@@ -41,8 +41,6 @@ class Observer {
   // each installed callback (docs/PERFORMANCE.md).
   static at::RecordFunctionCallback globalCallback();
   static at::RecordFunctionCallback fusedOpCallback();
-  // Marks the calling thread as attnscope's own (the reporter): its collectives are not the job's.
-  static void markInternalThread();
 };
 
 // True while the calling thread executes an autograd graph task (a backward pass), so that an

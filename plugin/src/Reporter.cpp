@@ -6,7 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "Observer.h"
+#include "InternalThread.h"
 #include "Session.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/core/OpKind.h"
@@ -181,7 +181,7 @@ void Reporter::fail(const std::string& error) {
 }
 
 void Reporter::run() {
-  Observer::markInternalThread();
+  markInternalThread();
   openTrace();  // before the aggregator's set-up, which may take up to the round timeout
   const auto timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config_.roundTimeoutSeconds * 1000));
@@ -237,7 +237,7 @@ void Reporter::run() {
 }
 
 void Reporter::heartbeats() {
-  Observer::markInternalThread();
+  markInternalThread();
   const auto interval =
       std::chrono::milliseconds(static_cast<int64_t>(config_.intervalSeconds * 1000));
   const std::string key = "hb/" + std::to_string(topology_.rank);

@@ -8,6 +8,7 @@
 
 #include "CudaTorch.h"
 #include "GpuTesting.h"
+#include "InternalThread.h"
 #include "Observer.h"
 #include "attnscope/attnscope.h"
 #include "attnscope/collectors/Clock.h"
@@ -92,8 +93,12 @@ Session::~Session() {
 void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
 
 Window Session::takeWindow() {
-  Window w;
   std::lock_guard<std::mutex> lock(statsMutex_);
+  return takeWindowLocked();
+}
+
+Window Session::takeWindowLocked() {
+  Window w;
   w.stats = std::move(window_);
   window_ = StatsTable(config_.maxLayers);
   for (const LayerStats& l : stats_.layers()) window_.layerId(l.name);  // keep the ids aligned
@@ -106,6 +111,21 @@ Window Session::takeWindow() {
   windowSteps_ = windowSampledSteps_ = 0;
   windowStartNs_ = now;
   return w;
+}
+
+RoundSnapshot Session::snapshot(const SnapshotRequest& request) {
+  RoundSnapshot s;
+  GpuStatus device = gpu_ ? gpu_->status() : GpuStatus();  // the timer has a lock of its own
+  std::lock_guard<std::mutex> lock(statsMutex_);  // one lock: the parts agree with each other
+  if (request.endWindow) s.window = takeWindowLocked();
+  if (request.takeTraceSteps) s.traceSteps = takeTraceStepsLocked(&s.traceDropped);
+  s.run = runInfoLocked();
+  s.layerNames = stats_.layerNames();
+  s.paused = paused();
+  s.sampleEvery = sampleEvery();
+  s.gpu = gpuStatusLocked(std::move(device));
+  if (s.gpu.source != GpuTiming::kOff) s.deviceStats = deviceStats_;
+  return s;
 }
 
 bool Session::clusterReport(ClusterReport* out) {
@@ -332,6 +352,10 @@ StatsTable Session::statistics() {
 
 RunInfo Session::runInfo() {
   std::lock_guard<std::mutex> lock(statsMutex_);
+  return runInfoLocked();
+}
+
+RunInfo Session::runInfoLocked() {
   RunInfo run = run_;
   run.sampleEvery = sampleEvery_.load(std::memory_order_relaxed);  // the live rate's one owner
   run.explicitSteps = explicitSteps_.load();
@@ -435,8 +459,12 @@ TraceStoreStats Session::traceStats() {
 }
 
 std::vector<EncodedStep> Session::takeTraceSteps(uint64_t* dropped) {
-  std::vector<EncodedStep> steps;
   std::lock_guard<std::mutex> lock(statsMutex_);
+  return takeTraceStepsLocked(dropped);
+}
+
+std::vector<EncodedStep> Session::takeTraceStepsLocked(uint64_t* dropped) {
+  std::vector<EncodedStep> steps;
   steps.swap(traceSteps_);
   traceBufferedBytes_ = 0;
   *dropped = traceDropped_;
@@ -502,7 +530,7 @@ void Session::startGpu() {
 }
 
 void Session::gpuLoop() {
-  Observer::markInternalThread();
+  markInternalThread();
   while (true) {
     {
       std::unique_lock<std::mutex> lock(gpuWakeMutex_);
@@ -558,13 +586,13 @@ StatsTable Session::deviceStatistics() {
 }
 
 GpuStatus Session::gpuStatus() {
-  GpuStatus s;
-  if (gpu_) {
-    s = gpu_->status();
-  } else {
-    s.requested = config_.gpuTiming;
-  }
+  GpuStatus device = gpu_ ? gpu_->status() : GpuStatus();
   std::lock_guard<std::mutex> lock(statsMutex_);
+  return gpuStatusLocked(std::move(device));
+}
+
+GpuStatus Session::gpuStatusLocked(GpuStatus s) {
+  if (!gpu_) s.requested = config_.gpuTiming;
   s.device = allocator_.device;
   s.allocatedBytes = allocator_.allocatedBytes;
   s.reservedBytes = allocator_.reservedBytes;

@@ -12,6 +12,8 @@
 #include <ATen/record_function.h>
 
 #include "Reporter.h"
+#include "RoundSource.h"
+#include "Window.h"
 #include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/ClusterReport.h"
@@ -37,22 +39,17 @@ struct BackwardEstimate {
   double wideFlops = 0;
 };
 
-// What one rank did between two reporting rounds.
-struct Window {
-  StatsTable stats;    // the window's calls only (same layer ids as the session's table)
-  uint64_t steps = 0;  // steps ended in the window
-  uint64_t sampledSteps = 0;
-  uint64_t lastStep = 0;         // steps ended since start
-  double seconds = 0;            // wall time covered
-  double collectiveSeconds = 0;  // time in the job's own collectives (sampled steps)
-};
-
 // One start()..stop() of the plugin on this rank: configuration, step and sampling state, the
 // forward→backward link table and the statistics. The observer's callbacks call into it.
-class Session {
+class Session final : public RoundSource {
  public:
   Session(const Config& config, const Topology& topology);
-  ~Session();
+  ~Session() override;
+
+  // RoundSource (the reporter thread): the round's window, trace steps, run info and GPU status
+  // under one lock; rank 0's /control.
+  RoundSnapshot snapshot(const SnapshotRequest& request) override;
+  void applyControl(bool paused, int64_t sampleEvery) override { setSampling(paused, sampleEvery); }
 
   const Config& config() const { return config_; }
   // Whether accelerator allocator reports are taken (ATTNSCOPE_MEMORY and a CUDA device).
@@ -155,6 +152,12 @@ class Session {
   uint64_t traceDropped_ = 0;
   int64_t traceLastStepNs_ = 0;
   // ---- end of the trace store feed ----
+
+  // statsMutex_ held: the parts of snapshot() and of the public readers.
+  Window takeWindowLocked();
+  RunInfo runInfoLocked();
+  std::vector<EncodedStep> takeTraceStepsLocked(uint64_t* dropped);
+  GpuStatus gpuStatusLocked(GpuStatus timer);
 
   void fold();                                   // statsMutex_ held
   void checkFoundLocked(uint64_t steps);         // statsMutex_ held
