@@ -1,15 +1,11 @@
 #pragma once
 
-#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <c10/util/intrusive_ptr.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
-
-#include "attnscope/core/Config.h"
-#include "attnscope/core/Topology.h"
+#include "KeyValueStore.h"
 
 namespace attnscope {
 namespace detail {
@@ -17,7 +13,8 @@ namespace detail {
 // The collectives one reporting round needs, on a communicator of attnscope's own (never the
 // training job's). Every call is bounded by the round timeout; a call that fails or times out
 // returns false with the reason, and the backend reports itself unhealthy from then on.
-// Called from the reporter thread only.
+// Called from the reporter thread only. Torch-free: the backends (AggregatorFactory.h) are the
+// plugin's, the reporter sees this interface (a Fake in unit tests).
 class Aggregator {
  public:
   virtual ~Aggregator() = default;
@@ -28,8 +25,12 @@ class Aggregator {
   // Sums `values` (the same size on every rank) over all ranks, in place.
   virtual bool allReduceSum(std::vector<double>* values, std::string* error) = 0;
   virtual bool healthy() const { return healthy_; }
-  // The key-value store the group was formed on, when there is one (heartbeats use it).
-  virtual c10d::Store* store() { return nullptr; }
+  // The side channel the group was formed on, when there is one: heartbeats, the stop barrier
+  // and the degraded rounds (docs/AGGREGATION.md) use it. Lives as long as the aggregator.
+  virtual KeyValueStore* store() { return nullptr; }
+  // Without a store: why this backend has none, so it cannot go on through one once its
+  // collectives fail (said once, when they do).
+  virtual std::string noStoreReason() const { return "the backend has no key-value store"; }
 
  protected:
   bool healthy_ = true;
@@ -44,29 +45,12 @@ class LocalAggregator final : public Aggregator {
     return true;
   }
   bool allReduceSum(std::vector<double>*, std::string*) override { return true; }
+  std::string noStoreReason() const override { return "a world of one has no peers to wait for"; }
 };
 
-// What the program handed in for attnscope's aggregation (both may be null).
-struct StoreSource {
-  c10::intrusive_ptr<c10d::Store> store;         // the job's store (c10d-aware programs)
-  c10::intrusive_ptr<c10d::ProcessGroup> group;  // a side group for attnscope's collectives
-};
-
-// Above this many ranks, auto without a group handed in still uses the store, with a warning: the
-// store host's traffic grows with the square of the world (docs/AGGREGATION.md).
-constexpr int kStoreAggregationWarnRanks = 256;
-
-// Builds the configured backend; blocks until the group is formed or the timeout passes.
-// Returns null with `error` set when it cannot (the reporter then stays per-rank only).
-std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topology& topology,
-                                             const StoreSource& source,
-                                             std::chrono::milliseconds timeout, int storePort,
-                                             std::string* error);
-
-// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI).
-bool aggregationAvailable(Aggregation aggregation);
-// The start-up error for a backend this build lacks, naming the variable and what is allowed.
-std::string aggregationUnavailableMessage(Aggregation aggregation);
+// Builds the aggregation backend on the reporter thread (it may block up to the round timeout);
+// null with `error` set when there is none.
+using AggregatorFactory = std::function<std::unique_ptr<Aggregator>(std::string* error)>;
 
 }  // namespace detail
 }  // namespace attnscope

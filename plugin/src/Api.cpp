@@ -3,7 +3,7 @@
 #include <mutex>
 #include <vector>
 
-#include "Aggregator.h"
+#include "AggregatorFactory.h"
 #include "Machine.h"
 #include "Observer.h"
 #include "Session.h"
@@ -72,7 +72,8 @@ void start(const Config& config, const DistributedOptions& distributed) {
   session->begin();
   detail::StoreSource source{distributed.store, distributed.aggregationGroup};
   if (!source.group) source.group = detail::takeHandedInGroup();
-  session->setReporter(std::make_unique<detail::Reporter>(*session, config, topology, source));
+  session->setReporter(std::make_unique<detail::Reporter>(
+      *session, config, topology, detail::aggregatorFactory(config, topology, std::move(source))));
   detail::setCurrentSession(session.get());
   active() = std::move(session);
 }

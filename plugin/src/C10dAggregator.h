@@ -9,6 +9,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "Aggregator.h"
+#include "C10dKeyValueStore.h"
 
 namespace attnscope {
 namespace detail {
@@ -40,7 +41,7 @@ class C10dAggregator final : public Aggregator {
   bool allGather(const std::vector<double>& mine, std::vector<double>* all,
                  std::string* error) override;
   bool allReduceSum(std::vector<double>* values, std::string* error) override;
-  c10d::Store* store() override { return store_.get(); }
+  KeyValueStore* store() override { return &store_; }
 
  private:
   C10dAggregator(std::string name, c10::intrusive_ptr<c10d::Store> store,
@@ -52,7 +53,7 @@ class C10dAggregator final : public Aggregator {
                   bool gather, std::string* error);
 
   std::string name_;
-  c10::intrusive_ptr<c10d::Store> store_;
+  C10dKeyValueStore store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;  // one of these two is set
   c10::intrusive_ptr<c10d::Backend> backend_;
   int worldSize_;

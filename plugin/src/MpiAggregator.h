@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <string>
 
 #include <mpi.h>
 
@@ -24,6 +25,10 @@ class MpiAggregator final : public Aggregator {
   bool allGather(const std::vector<double>& mine, std::vector<double>* all,
                  std::string* error) override;
   bool allReduceSum(std::vector<double>* values, std::string* error) override;
+  std::string noStoreReason() const override {
+    return "MPI has no key-value store beside its communicator, and a communicator whose "
+           "collective failed cannot be used again: each rank keeps its own figures from then on";
+  }
 
  private:
   bool complete(MPI_Request* request, const char* what, std::string* error);

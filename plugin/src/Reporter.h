@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "Aggregator.h"
+#include "RoundSource.h"
+#include "TraceWriter.h"
 #include "attnscope/core/Attribution.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
@@ -17,22 +19,22 @@
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
 #endif
-#include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
 namespace detail {
 
-class Session;
-
-// The reporter thread of one rank: every ATTNSCOPE_INTERVAL_S it takes the finished window from
-// the session and runs one aggregation round (all-gather of each rank's RankWindow, all-reduce of
-// the window's statistics), then rank 0 updates the straggler detector and the ClusterReport.
-// A second thread writes this rank's heartbeat to the store every interval, so that when the
-// collectives fail (a rank died) the others still see who is alive. The training thread never
-// waits for either.
+// The reporter thread of one rank: every ATTNSCOPE_INTERVAL_S it takes one snapshot of the rank
+// (RoundSource: the finished window, the trace steps, run info) and runs one aggregation round
+// (all-gather of each rank's RankWindow, all-reduce of the window's statistics), then rank 0
+// updates the straggler detector, the episodes and the ClusterReport. A second thread writes this
+// rank's heartbeat to the aggregator's store every interval, so that when the collectives fail (a
+// rank died) the others still see who is alive and rounds go on through the store (degraded).
+// The training thread never waits for either. Torch-free: the session is a RoundSource, the
+// backends are Aggregators (Fakes of both in tests/unit/ReporterTest.cpp).
 class Reporter {
  public:
-  Reporter(Session& session, const Config& config, const Topology& topology, StoreSource store);
+  Reporter(RoundSource& source, const Config& config, const Topology& topology,
+           AggregatorFactory makeAggregator);
   ~Reporter();
   // Runs a last round (bounded by the round timeout) and joins the threads. False when they did
   // not finish in time and were left behind (the caller must then keep this object alive).
@@ -41,12 +43,12 @@ class Reporter {
   // The port this rank's /metrics endpoint serves (0: none, or a build without prometheus-cpp).
   int metricsPort() const;
   // Health of this rank's trace store (ATTNSCOPE_TRACE_DIR).
-  TraceStoreStats traceStats();
+  TraceStoreStats traceStats() { return trace_.stats(); }
 
  private:
   // Prometheus export: the rank's figures (and rank 0's job summary) for scrapes and pushes.
-  void startExport();
-  void publishMetrics();
+  void startExport(const RoundSnapshot& snapshot);
+  void publishMetrics(const RoundSnapshot& snapshot);
   void finishExport();
   // Once, at the first collective round: every rank's scrape endpoint, for rank 0's file_sd file.
   bool exchangeEndpoints(std::string* error);
@@ -68,24 +70,24 @@ class Reporter {
   bool peersStopping();
   // Marks regular round number enteredRounds_ as entered in the store (a stopping rank joins it).
   void enterRegularRound();
-  void roundDegraded(RankWindow mine);
+  void roundDegraded(RankWindow mine, const std::vector<std::string>& names);
   void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
   void fail(const std::string& error);
+  // A trace commit of the source's newest trace steps (rank 0: with the round and episodes).
+  void writeTrace(RoundSnapshot& snapshot, bool last);
 
-  Session& session_;
+  RoundSource& source_;
   const Config config_;
   const Topology topology_;
-  StoreSource source_;
+  AggregatorFactory makeAggregator_;
   std::unique_ptr<Aggregator> aggregator_;
-  bool setupTried_ = false;
-  // The aggregator's store (gloo), for heartbeats, the stop barrier and degraded rounds; null
-  // once any call on it failed: a store whose server died can make later calls spin, so it is
-  // never touched again.
-  std::atomic<c10d::Store*> store_{nullptr};
+  // The aggregator's store, for heartbeats, the stop barrier and degraded rounds; null once any
+  // call on it failed: a store whose server died can make later calls spin, so it is never touched
+  // again.
+  std::atomic<KeyValueStore*> store_{nullptr};
   void loseStore(const std::string& why);
   std::unique_ptr<StragglerDetector> detector_;
   Attribution pendingAttribution_;
-  std::vector<double> lastHeartbeat_;  // rank 0, degraded: last heartbeat value seen per rank
 
 #if ATTNSCOPE_WITH_PROMETHEUS
   std::unique_ptr<MetricsServer> metrics_;
@@ -97,37 +99,22 @@ class Reporter {
   RankWindow lastMine_;          // this rank's last window scalars
   uint64_t appliedControl_ = 0;  // newest control generation applied
   bool endpointsExchanged_ = false;
+  uint64_t enteredRounds_ = 0;   // regular rounds with collectives this rank entered
+  bool roundCommitted_ = false;  // round() committed the trace in this iteration
 
-  std::mutex reportMutex_;
+  std::mutex reportMutex_;  // guards report_ (read by report() from any thread)
   ClusterReport report_;
 
-  std::mutex wakeMutex_;
+  std::mutex wakeMutex_;  // guards the stop handshake below
   std::condition_variable wake_;
   bool stopping_ = false;
   int expectedThreads_ = 1;  // the reporter, and the heartbeat thread once it starts
   int finishedThreads_ = 0;
   bool detached_ = false;
-  std::atomic<bool> storeReady_{false};
   std::thread thread_;
   std::thread heartbeatThread_;
 
-  // ---- Trace store (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
-  // Every round: the session's sampled steps and this rank's window, committed before the
-  // round's collectives (which may wait on slow or dead peers); on rank 0 the detector's round and
-  // episodes after them. A failure is logged once and counted;
-  // training never waits on it.
-  void openTrace();
-  void writeTrace(bool last);
-  std::unique_ptr<TraceStore> trace_;
-  bool traceHaveWindow_ = false;  // round() set traceWindow_ since the last write
-  bool traceWritten_ = false;     // round() committed in this iteration
-  uint64_t enteredRounds_ = 0;    // regular rounds with collectives this rank entered
-  RankWindow traceWindow_;
-  std::vector<TraceRooflineRow> traceRoofline_;  // the window's roofline cells (host times)
-  uint64_t traceRoundsWritten_ = 0;
-  std::mutex traceMutex_;
-  TraceStoreStats traceStats_;
-  // ---- end of the trace store ----
+  TraceWriter trace_;
 };
 
 }  // namespace detail

@@ -5,13 +5,12 @@
 #include <cstring>
 
 #include "Reporter.h"
-#include "Session.h"
 #include "attnscope/core/Log.h"
 
 namespace attnscope {
 namespace detail {
 
-void Reporter::startExport() {
+void Reporter::startExport(const RoundSnapshot& snapshot) {
   identity_.job = !config_.job.empty()       ? config_.job
                   : !topology_.runId.empty() ? topology_.runId
                                              : "attnscope";
@@ -19,8 +18,8 @@ void Reporter::startExport() {
   identity_.localRank = topology_.localRank;
   identity_.worldSize = topology_.worldSize;
   identity_.node = topology_.node;
-  identity_.version = session_.runInfo().attnscopeVersion;
-  identity_.torchVersion = session_.runInfo().torchVersion;
+  identity_.version = snapshot.run.attnscopeVersion;
+  identity_.torchVersion = snapshot.run.torchVersion;
   identity_.aggregation = aggregationName(config_.aggregation);
   if (config_.port > 0) {
     MetricsServerOptions options;
@@ -44,18 +43,18 @@ void Reporter::startExport() {
                                        topology_.node + "-rank" + std::to_string(topology_.rank),
                                        config_.metricsCredentials(), snapshot_);
   }
-  publishMetrics();
+  publishMetrics(snapshot);
 }
 
-void Reporter::publishMetrics() {
+void Reporter::publishMetrics(const RoundSnapshot& snapshot) {
   RankMetrics m;
-  m.run = session_.runInfo();
+  m.run = snapshot.run;
   m.forwardSecondsPerStep = lastMine_.forwardSeconds;
   m.backwardSecondsPerStep = lastMine_.backwardSeconds;
   m.stepSeconds = lastMine_.stepSeconds;
   m.overheadSeconds = m.run.overheadSeconds;
-  m.paused = session_.paused();
-  m.sampleEvery = session_.sampleEvery();
+  m.paused = snapshot.paused;
+  m.sampleEvery = snapshot.sampleEvery;
   if (metrics_) {
     m.port = metrics_->port();
     m.portFallback = metrics_->fallback();
@@ -73,8 +72,8 @@ void Reporter::publishMetrics() {
   m.lastRoundSeconds = cluster.lastRoundSeconds;
   m.lastRoundBytes = cluster.lastRoundBytes;
   m.traceErrors = traceStats().errors;
-  m.gpu = session_.gpuStatus();
-  if (m.gpu.source != GpuTiming::kOff) m.deviceStats = session_.deviceStatistics();
+  m.gpu = snapshot.gpu;
+  if (m.gpu.source != GpuTiming::kOff) m.deviceStats = snapshot.deviceStats;
   identity_.aggregation = cluster.aggregation;
   snapshot_->publish(buildMetrics(identity_, m, cumulative_, config_.metricsLayers,
                                   detector_ ? &cluster : nullptr));
@@ -83,7 +82,7 @@ void Reporter::publishMetrics() {
 
 // After the last round: the final figures go out once more, then the port is released.
 void Reporter::finishExport() {
-  publishMetrics();
+  publishMetrics(source_.snapshot(SnapshotRequest{}));
   if (pusher_) pusher_->finish(config_.roundTimeoutSeconds);
   metrics_.reset();
 }

@@ -7,14 +7,14 @@
 namespace attnscope {
 namespace detail {
 
-void Reporter::startExport() {
+void Reporter::startExport(const RoundSnapshot& /*snapshot*/) {
   if (config_.port > 0 || !config_.pushgateway.empty() || !config_.fileSd.empty()) {
     ATTNSCOPE_LOG(kInfo,
                   "Prometheus export is not in this build (built without prometheus-cpp); "
                   "ATTNSCOPE_PORT, ATTNSCOPE_PUSHGATEWAY and ATTNSCOPE_FILE_SD have no effect");
   }
 }
-void Reporter::publishMetrics() {}
+void Reporter::publishMetrics(const RoundSnapshot& /*snapshot*/) {}
 void Reporter::finishExport() {}
 bool Reporter::exchangeEndpoints(std::string* /*error*/) {
   endpointsExchanged_ = true;  // every rank runs the same build: none has an endpoint to tell

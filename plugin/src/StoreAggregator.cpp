@@ -68,9 +68,10 @@ StoreAggregator::StoreAggregator(c10::intrusive_ptr<c10d::Store> store, int rank
                                  std::chrono::milliseconds timeout)
     : store_(std::move(store)), rank_(rank), worldSize_(worldSize), timeout_(timeout) {
   try {
-    collective_ = store_->clone();
+    collective_ = store_.c10dStore()->clone();
   } catch (const std::exception&) {
-    collective_ = store_;  // a store without clone(): heartbeats wait behind the exchanges
+    collective_ =
+        store_.c10dStore();  // a store without clone(): heartbeats wait behind the exchanges
   }
 }
 

@@ -8,6 +8,7 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include "Aggregator.h"
+#include "C10dKeyValueStore.h"
 
 namespace attnscope {
 namespace detail {
@@ -30,7 +31,7 @@ class StoreAggregator final : public Aggregator {
   bool allGather(const std::vector<double>& mine, std::vector<double>* all,
                  std::string* error) override;
   bool allReduceSum(std::vector<double>* values, std::string* error) override;
-  c10d::Store* store() override { return store_.get(); }
+  KeyValueStore* store() override { return &store_; }
 
  private:
   enum class Combine { kConcatenate, kSum };
@@ -38,7 +39,7 @@ class StoreAggregator final : public Aggregator {
   bool exchange(const std::vector<double>& mine, Combine combine, std::vector<double>* out,
                 std::string* error);
 
-  c10::intrusive_ptr<c10d::Store> store_;       // heartbeats and degraded rounds (the reporter's)
+  C10dKeyValueStore store_;                     // heartbeats and degraded rounds (the reporter's)
   c10::intrusive_ptr<c10d::Store> collective_;  // the exchanges: a connection of their own, so that
                                                 // a wait here never holds up a heartbeat
   int rank_;

@@ -1,4 +1,4 @@
-#include "Aggregator.h"
+#include "AggregatorFactory.h"
 
 #include <atomic>
 
@@ -86,6 +86,16 @@ std::string aggregationUnavailableMessage(Aggregation aggregation) {
   }
   return std::string(kEnvAggregation) + "=\"" + aggregationName(aggregation) +
          "\" is not available in this build (" + why + "); allowed: " + allowed;
+}
+
+AggregatorFactory aggregatorFactory(const Config& config, const Topology& topology,
+                                    StoreSource source) {
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.roundTimeoutSeconds * 1000));
+  return [aggregation = config.aggregation, storePort = static_cast<int>(config.storePort),
+          topology, source = std::move(source), timeout](std::string* error) {
+    return createAggregator(aggregation, topology, source, timeout, storePort, error);
+  };
 }
 
 std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topology& topology,
