@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "Median.h"
 #include "RooflineAnalysis.h"
 #include "attnscope/exporters/TraceStore.h"
 
