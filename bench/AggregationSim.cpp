@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/core/RankWindow.h"
 #include "attnscope/core/StatsTable.h"
 #include "attnscope/core/StragglerDetector.h"
 

@@ -153,8 +153,8 @@ void summary(const Analysis& a, std::ostream& out) {
   out << "attnscope-analyze: " << a.traceDir << ": " << a.worldSize << " ranks, " << a.totalSteps
       << " sampled steps over " << text::seconds(a.endUnix - a.startUnix) << "\n";
   for (const RankRow& r : a.ranks) {
-    if (r.status != RankStatus::kOk) {
-      out << "  rank " << r.rank << " " << rankStatusName(r.status) << ": " << r.file << ": "
+    if (r.status != RankOutcome::kOk) {
+      out << "  rank " << r.rank << " " << rankOutcomeName(r.status) << ": " << r.file << ": "
           << r.reason << "\n";
     }
   }

@@ -301,7 +301,7 @@ std::string decadeLabel(double v) {
   return buf;
 }
 
-std::string pointTooltip(const RooflineCell& c) {
+std::string pointTooltip(const ReportRooflineCell& c) {
   const RooflinePoint& p = c.point;
   std::string t = html(c.layer) + " " + phaseName(c.phase) + " " + opKindName(c.kind) + ": ";
   if (c.flops > 0)
@@ -314,9 +314,9 @@ std::string pointTooltip(const RooflineCell& c) {
 // One log-log roofline plot of the cells of `kind`: the bandwidth slope and the compute roof, the
 // ridge, and one point per (layer, phase).
 void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind) {
-  std::vector<const RooflineCell*> cells;
+  std::vector<const ReportRooflineCell*> cells;
   double xmin = INFINITY, xmax = 0, ymin = INFINITY, ymax = 0;
-  for (const RooflineCell& c : r.cells) {
+  for (const ReportRooflineCell& c : r.cells) {
     const RooflinePoint& p = c.point;
     if (c.kind != kind || !(p.flopsPerSecond > 0) || !(p.intensity > 0) ||
         !std::isfinite(p.flopsPerSecond) || !std::isfinite(p.intensity)) {
@@ -404,7 +404,7 @@ void rooflinePlot(std::ostringstream& o, const RooflineAnalysis& r, OpKind kind)
   // Backward points are rings drawn first, so a forward point at the same place stays visible.
   bool phases[kNumPhases] = {};
   for (int pass = 0; pass < 2; ++pass) {
-    for (const RooflineCell* c : cells) {
+    for (const ReportRooflineCell* c : cells) {
       const bool ring = c->phase == Phase::kBackward;
       if (ring != (pass == 0)) continue;
       phases[static_cast<int>(c->phase)] = true;
@@ -504,7 +504,7 @@ void rooflineSection(std::ostringstream& o, const Analysis& a) {
        "th><th>GFLOP/s</th>"
        "<th>GB/s</th><th class=\"l\">bound</th><th>% of roof</th><th>roof</th><th class=\"l\">per "
        "rank, % of own roof</th></tr>\n";
-  for (const RooflineCell& x : r.cells) {
+  for (const ReportRooflineCell& x : r.cells) {
     const RooflinePoint& p = x.point;
     const bool rated = x.modelledSeconds > 0;
     std::string ranks;
@@ -616,7 +616,7 @@ std::string HtmlReport::render(const Analysis& a) {
        "0}table.evidence{font-size:12px;background:#fff}\n</style>\n</head>\n<body>\n";
   int ok = 0;
   for (const RankRow& r : a.ranks)
-    ok += r.status == RankStatus::kOk || r.status == RankStatus::kStoppedEarly;
+    ok += r.status == RankOutcome::kOk || r.status == RankOutcome::kStoppedEarly;
   o << "<h1>attnscope run report</h1>\n<div class=\"sub\">" << html(a.traceDir) << " &middot; "
     << ok << " of " << a.worldSize << " ranks analysed &middot; " << a.totalSteps
     << " sampled steps &middot; " << fmt("%.1f", a.endUnix - a.startUnix) << " s</div>\n";
@@ -651,8 +651,8 @@ std::string HtmlReport::render(const Analysis& a) {
   if (a.anythingSkipped()) {
     o << "<div class=\"finding warn\"><b>Incomplete:</b> ";
     for (const RankRow& r : a.ranks) {
-      if (r.status == RankStatus::kSkipped || r.status == RankStatus::kMissing) {
-        o << "rank " << r.rank << " " << (r.status == RankStatus::kSkipped ? "skipped" : "missing")
+      if (r.status == RankOutcome::kSkipped || r.status == RankOutcome::kMissing) {
+        o << "rank " << r.rank << " " << (r.status == RankOutcome::kSkipped ? "skipped" : "missing")
           << " (" << html(r.file) << ": " << html(r.reason) << "). ";
       }
     }
@@ -664,7 +664,7 @@ std::string HtmlReport::render(const Analysis& a) {
     o << "</div>\n";
   }
   for (const RankRow& r : a.ranks) {
-    if (r.status == RankStatus::kStoppedEarly) {
+    if (r.status == RankOutcome::kStoppedEarly) {
       o << "<div class=\"finding warn\"><b>Rank " << r.rank << " stopped early:</b> "
         << html(r.reason) << "</div>\n";
     }
@@ -702,7 +702,7 @@ std::string HtmlReport::render(const Analysis& a) {
        "<th>steps</th><th>fwd / step</th><th>bwd / step</th><th>score</th><th class=\"l\">file, "
        "note</th></tr>\n";
   for (const RankRow& r : a.ranks) {
-    o << "<tr><td>" << r.rank << "</td><td class=\"l\">" << rankStatusName(r.status)
+    o << "<tr><td>" << r.rank << "</td><td class=\"l\">" << rankOutcomeName(r.status)
       << "</td><td class=\"l\">" << html(r.node) << "</td><td>" << r.steps << "</td><td>"
       << r.firstStep << "&ndash;" << r.lastStep << "</td><td>"
       << html(text::seconds(r.forwardSeconds)) << "</td><td>"

@@ -199,7 +199,7 @@ void roofline(std::ostringstream& o, const RooflineAnalysis& r) {
   }
   o << (r.hardware.empty() ? "" : "\n    ") << "],\n    \"points\": [";
   for (size_t i = 0; i < r.cells.size(); ++i) {
-    const RooflineCell& x = r.cells[i];
+    const ReportRooflineCell& x = r.cells[i];
     const RooflinePoint& p = x.point;
     const bool known = p.bound != Bound::kUnknown;
     o << (i ? ",\n" : "\n") << "      {\"layer\": " << jsonString(x.layer) << ", \"phase\": \""
@@ -254,7 +254,7 @@ std::string JsonReport::render(const Analysis& a) {
   for (size_t i = 0; i < a.ranks.size(); ++i) {
     const RankRow& r = a.ranks[i];
     o << (i ? ",\n" : "\n") << "    {\"rank\": " << r.rank << ", \"status\": \""
-      << rankStatusName(r.status) << "\", \"file\": " << jsonString(r.file)
+      << rankOutcomeName(r.status) << "\", \"file\": " << jsonString(r.file)
       << ", \"reason\": " << jsonString(r.reason) << ", \"node\": " << jsonString(r.node)
       << ", \"sampled_steps\": " << r.steps << ", \"first_step\": " << r.firstStep
       << ", \"last_step\": " << r.lastStep

@@ -9,21 +9,12 @@
 #include <set>
 #include <tuple>
 
+#include "Median.h"
 #include "attnscope/analysis/JsonReport.h"
 
 namespace attnscope {
 namespace analysis {
 namespace detail {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + mid, v.end());
-  const double hi = v[mid];
-  if (v.size() % 2 == 1) return hi;
-  const double lo = *std::max_element(v.begin(), v.begin() + mid);
-  return 0.5 * (lo + hi);
-}
 
 namespace {
 
@@ -173,7 +164,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
   }
   std::vector<std::vector<Sums>> cellRanks;  // per cell, per row
   for (const auto& [key, sums] : perRank) {
-    RooflineCell c;
+    ReportRooflineCell c;
     c.layer = layers[std::get<0>(key)];
     c.phase = static_cast<Phase>(std::get<1>(key));
     c.kind = static_cast<OpKind>(std::get<2>(key));
@@ -202,7 +193,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
   // Per op kind over every layer and phase, and forward only.
   std::vector<Sums> byKind(kNumOpKinds), forwardByKind(kNumOpKinds);
   std::vector<std::set<std::string>> kindLayers(kNumOpKinds);
-  for (const RooflineCell& c : out.cells) {
+  for (const ReportRooflineCell& c : out.cells) {
     Sums s;
     s.ops = c.ops;
     s.seconds = c.seconds;
@@ -232,7 +223,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
     std::set<std::string> where;
     for (OpKind k : parts) {
       partSeconds += forwardByKind[kindIndex(k)].seconds;
-      for (const RooflineCell& c : out.cells) {
+      for (const ReportRooflineCell& c : out.cells) {
         if (c.kind == k && c.phase == Phase::kForward) where.insert(c.layer);
       }
     }
@@ -376,7 +367,7 @@ void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const Analys
         where.insert(out.cells[x.cell].layer);
       }
       if (!(rankSeconds > 0) || seconds < options.rankBelowShare * rankSeconds) continue;
-      const RooflineCell& c = out.cells[top->cell];
+      const ReportRooflineCell& c = out.cells[top->cell];
       const int rank = a->ranks[r].rank;
       const std::string node = a->ranks[r].node.empty() ? "unknown" : a->ranks[r].node;
       Recommendation rec;

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <map>
-#include <vector>
 
 #include "attnscope/analysis/RunAnalysis.h"
 
@@ -14,9 +13,6 @@ namespace detail {
 // set (their order indexes the per-rank figures and the cells).
 void analyzeRoofline(const std::map<int, const RankTrace*>& byRank, const AnalysisOptions& options,
                      Analysis* a);
-
-// Median of v (the mean of the two middle values for an even count); NaN when v is empty.
-double median(std::vector<double> v);
 
 }  // namespace detail
 }  // namespace analysis

@@ -7,6 +7,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "Median.h"
 #include "RooflineAnalysis.h"
 #include "attnscope/exporters/TraceStore.h"
 
@@ -42,15 +43,15 @@ int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int
 
 }  // namespace
 
-const char* rankStatusName(RankStatus s) {
+const char* rankOutcomeName(RankOutcome s) {
   switch (s) {
-    case RankStatus::kOk:
+    case RankOutcome::kOk:
       return "ok";
-    case RankStatus::kStoppedEarly:
+    case RankOutcome::kStoppedEarly:
       return "stopped_early";
-    case RankStatus::kSkipped:
+    case RankOutcome::kSkipped:
       return "skipped";
-    case RankStatus::kMissing:
+    case RankOutcome::kMissing:
       return "missing";
   }
   return "?";
@@ -168,7 +169,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       }
       const double margin = std::max(2.0 * t.intervalSeconds, 0.05 * (a.endUnix - a.startUnix));
       if (t.stopUnix <= 0 && (t.steps.empty() || row.lastUnix < a.endUnix - margin)) {
-        row.status = RankStatus::kStoppedEarly;
+        row.status = RankOutcome::kStoppedEarly;
         char buf[160];
         std::snprintf(buf, sizeof(buf),
                       "no clean stop; last step %llu at +%.1f s, the run goes on to +%.1f s",
@@ -177,12 +178,12 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         row.reason = row.reason.empty() ? buf : std::string(buf) + "; " + row.reason;
       }
     } else if (auto s = skippedByRank.find(r); s != skippedByRank.end()) {
-      row.status = RankStatus::kSkipped;
+      row.status = RankOutcome::kSkipped;
       row.file = s->second->path;
       row.reason = s->second->reason;
       a.missingRanks.push_back(r);
     } else {
-      row.status = RankStatus::kMissing;
+      row.status = RankOutcome::kMissing;
       row.reason = "no file " + TraceStore::fileName(r) + " in the trace directory";
       a.missingRanks.push_back(r);
     }

@@ -16,8 +16,11 @@
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/core/Topology.h"
 #if ATTNSCOPE_WITH_PROMETHEUS
+#include "attnscope/exporters/FileSd.h"
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
+#include "attnscope/exporters/MetricsSnapshot.h"
+#include "attnscope/exporters/Pusher.h"
 #endif
 
 namespace attnscope {

@@ -7,7 +7,7 @@
 #include "RoundSource.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
-#include "attnscope/core/StragglerDetector.h"
+#include "attnscope/core/RankWindow.h"
 #include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {

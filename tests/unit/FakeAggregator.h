@@ -18,7 +18,7 @@
 
 #include "Aggregator.h"
 #include "KeyValueStore.h"
-#include "attnscope/core/StragglerDetector.h"
+#include "attnscope/core/RankWindow.h"
 
 namespace attnscope {
 namespace detail {

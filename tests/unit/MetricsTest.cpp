@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "attnscope/exporters/ControlState.h"
+#include "attnscope/exporters/FileSd.h"
 #include "attnscope/exporters/Metrics.h"
 #include "attnscope/exporters/MetricsServer.h"
 

@@ -1,4 +1,4 @@
-// The push gateway client (exporters/src/MetricsServer.cpp, Pusher) against a real TCP server in
+// The push gateway client (exporters/src/Pusher.cpp) against a real TCP server in
 // the test: a gateway that accepts, one that refuses with 500, and one that never answers, which
 // finish() must leave behind without the thread touching freed memory (also built with
 // AddressSanitizer as PusherAsanTest).
@@ -19,7 +19,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attnscope/exporters/MetricsServer.h"
+#include "attnscope/exporters/MetricsSnapshot.h"
+#include "attnscope/exporters/Pusher.h"
 
 namespace attnscope {
 namespace {

@@ -19,7 +19,7 @@ namespace attnscope {
 namespace {
 
 using analysis::Analysis;
-using analysis::RankStatus;
+using analysis::RankOutcome;
 using testdata::TempDir;
 
 Analysis analyzeDir(const std::string& dir, std::vector<analysis::RankTrace>* tracesOut = nullptr) {
@@ -49,7 +49,7 @@ TEST(RunAnalysisTest, NamesTheInjectedRankAndLayer) {
   EXPECT_EQ(e.kind, OpKind::kLayoutCopy);  // the 7th kind costs most
   EXPECT_EQ(e.firstStep, 0u);
   EXPECT_EQ(e.lastStep, 999u);
-  EXPECT_EQ(a.ranks[2].status, RankStatus::kOk);
+  EXPECT_EQ(a.ranks[2].status, RankOutcome::kOk);
   EXPECT_NEAR(a.ranks[2].score, 1.5, 0.05);
   // Layer table: the slow layer's per-call time is the same (3 calls per step), its time per
   // step on rank 2 three times the others'.
@@ -90,13 +90,13 @@ TEST(RunAnalysisTest, MissingSkippedAndStoppedRanksAreNamed) {
   const Analysis a = analyzeDir(dir.path());
   EXPECT_TRUE(a.anythingSkipped());
   ASSERT_EQ(a.ranks.size(), 4u);
-  EXPECT_EQ(a.ranks[0].status, RankStatus::kOk);
-  EXPECT_EQ(a.ranks[1].status, RankStatus::kStoppedEarly);
+  EXPECT_EQ(a.ranks[0].status, RankOutcome::kOk);
+  EXPECT_EQ(a.ranks[1].status, RankOutcome::kStoppedEarly);
   EXPECT_EQ(a.ranks[1].reason,
             "no clean stop; last step 299 at +3.0 s, the run goes on to +10.0 s");
-  EXPECT_EQ(a.ranks[2].status, RankStatus::kMissing);
+  EXPECT_EQ(a.ranks[2].status, RankOutcome::kMissing);
   EXPECT_EQ(a.ranks[2].reason, "no file rank-2.sqlite in the trace directory");
-  EXPECT_EQ(a.ranks[3].status, RankStatus::kSkipped);
+  EXPECT_EQ(a.ranks[3].status, RankOutcome::kSkipped);
   EXPECT_EQ(a.ranks[3].file, dir.file("rank-3.sqlite"));
   EXPECT_EQ(a.missingRanks, (std::vector<int>{2, 3}));
   const std::string html = analysis::HtmlReport::render(a);
@@ -212,9 +212,9 @@ std::string ids(const Analysis& a) {
   return out;
 }
 
-const analysis::RooflineCell* findCell(const Analysis& a, const std::string& layer, Phase p,
-                                       OpKind k) {
-  for (const analysis::RooflineCell& c : a.roofline.cells) {
+const analysis::ReportRooflineCell* findCell(const Analysis& a, const std::string& layer, Phase p,
+                                             OpKind k) {
+  for (const analysis::ReportRooflineCell& c : a.roofline.cells) {
     if (c.layer == layer && c.phase == p && c.kind == k) return &c;
   }
   return nullptr;
@@ -274,7 +274,8 @@ TEST(RunAnalysisTest, RooflinePointsMergeRanksAndWindowsAndClassify) {
   EXPECT_EQ(a.roofline.cells[1].kind, OpKind::kScoreMatmul);
   EXPECT_NEAR(a.roofline.attentionSeconds, 0.05 + 0.1 + 0.2 + 0.1, 1e-12);
 
-  const analysis::RooflineCell* score = findCell(a, "layers.1.attn", kFwd, OpKind::kScoreMatmul);
+  const analysis::ReportRooflineCell* score =
+      findCell(a, "layers.1.attn", kFwd, OpKind::kScoreMatmul);
   ASSERT_NE(score, nullptr);
   EXPECT_EQ(score->ops, 12u);
   EXPECT_DOUBLE_EQ(score->flops, 4e9);
@@ -287,12 +288,14 @@ TEST(RunAnalysisTest, RooflinePointsMergeRanksAndWindowsAndClassify) {
   EXPECT_NEAR(score->rankFraction[0], 2e9 / 0.04 / 1e11, 1e-9);
   EXPECT_NEAR(score->rankFraction[1], 2e9 / 0.1 / 1e11, 1e-9);
 
-  const analysis::RooflineCell* softmax = findCell(a, "layers.1.attn", kFwd, OpKind::kSoftmax);
+  const analysis::ReportRooflineCell* softmax =
+      findCell(a, "layers.1.attn", kFwd, OpKind::kSoftmax);
   ASSERT_NE(softmax, nullptr);
   EXPECT_EQ(softmax->point.bound, Bound::kMemory);  // 0.25 flop/B
   EXPECT_NEAR(softmax->point.fraction, (2e8 / 0.2) / (0.25 * 1e10), 1e-9);
 
-  const analysis::RooflineCell* copy = findCell(a, "layers.0.attn", kBwd, OpKind::kLayoutCopy);
+  const analysis::ReportRooflineCell* copy =
+      findCell(a, "layers.0.attn", kBwd, OpKind::kLayoutCopy);
   ASSERT_NE(copy, nullptr);
   EXPECT_EQ(copy->point.bound, Bound::kMemory);
   EXPECT_NEAR(copy->point.fraction, (2e8 / 0.1) / 1e10,
@@ -310,7 +313,7 @@ TEST(RunAnalysisTest, RunCeilingsAreTheMedianOfTheRanksThatHaveThem) {
   EXPECT_DOUBLE_EQ(a.roofline.ceilings.peakFlopsPerSecond, 1.5e11);
   EXPECT_DOUBLE_EQ(a.roofline.ceilings.peakBytesPerSecond, 2e10);
   EXPECT_FALSE(a.roofline.hardware[2].ceilings.known());
-  for (const analysis::RooflineCell& c : a.roofline.cells) {
+  for (const analysis::ReportRooflineCell& c : a.roofline.cells) {
     EXPECT_TRUE(std::isnan(c.rankFraction[2])) << "a rank without ceilings has no fraction";
     EXPECT_TRUE(std::isfinite(c.rankFraction[0]));
   }

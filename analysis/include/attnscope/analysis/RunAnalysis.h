@@ -54,12 +54,12 @@ struct RecommendationThreshold {
 };
 const std::vector<RecommendationThreshold>& recommendationThresholds();
 
-enum class RankStatus { kOk, kStoppedEarly, kSkipped, kMissing };
-const char* rankStatusName(RankStatus s);  // "ok", "stopped_early", "skipped", "missing"
+enum class RankOutcome { kOk, kStoppedEarly, kSkipped, kMissing };
+const char* rankOutcomeName(RankOutcome s);  // "ok", "stopped_early", "skipped", "missing"
 
 struct RankRow {
   int rank = -1;
-  RankStatus status = RankStatus::kOk;
+  RankOutcome status = RankOutcome::kOk;
   std::string file;
   std::string reason;  // skipped / missing / stopped early: why
   std::string node;
@@ -122,7 +122,7 @@ struct RankHardware {
 };
 
 // One (layer, phase, op kind) on the roofline: its cells summed over every rank and window.
-struct RooflineCell {
+struct ReportRooflineCell {
   std::string layer;
   Phase phase = Phase::kForward;
   OpKind kind = OpKind::kOther;
@@ -153,13 +153,13 @@ struct RooflineAnalysis {
   // The run's ceilings: per figure, the median of the ranks that have one. source is the ranks'
   // common source ("mixed" when they differ), detail the first such rank's.
   Ceilings ceilings;
-  int ceilingRanks = 0;                // ranks with known ceilings
-  std::string timing;                  // the ranks' common timing ("mixed" when they differ)
-  std::string torchVersion;            // the first rank's that states one
-  std::vector<RankHardware> hardware;  // one per rank with a trace, in rank order
-  std::vector<RooflineCell> cells;     // by layer (first-seen order), phase, kind
-  double attentionSeconds = 0;         // all cells' seconds: the attention op time
-  uint64_t badRows = 0;                // rows the reader left out, all ranks
+  int ceilingRanks = 0;                   // ranks with known ceilings
+  std::string timing;                     // the ranks' common timing ("mixed" when they differ)
+  std::string torchVersion;               // the first rank's that states one
+  std::vector<RankHardware> hardware;     // one per rank with a trace, in rank order
+  std::vector<ReportRooflineCell> cells;  // by layer (first-seen order), phase, kind
+  double attentionSeconds = 0;            // all cells' seconds: the attention op time
+  uint64_t badRows = 0;                   // rows the reader left out, all ranks
   std::vector<Recommendation> recommendations;  // largest impact first
   AnalysisOptions
       options;  // what the recommendations applied (recommendationThresholds() names them)

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "attnscope/core/StragglerDetector.h"
+#include "attnscope/core/RankWindow.h"
 #include "attnscope/exporters/TraceFormat.h"
 #include "attnscope/exporters/TraceStore.h"
 

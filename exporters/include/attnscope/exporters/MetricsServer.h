@@ -1,29 +1,20 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
-#include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
-namespace prometheus {
-class Gateway;
-}  // namespace prometheus
+#include "attnscope/exporters/ControlState.h"
+#include "attnscope/exporters/MetricsSnapshot.h"
 
 namespace attnscope {
-
-// What rank 0's /control endpoint has been asked for; ranks apply it at the next round.
-struct ControlState {
-  uint64_t generation = 0;  // bumped by every accepted request
-  bool paused = false;
-  int64_t sampleEvery = 1;
-};
 
 struct MetricsServerOptions {
   std::string bind = "0.0.0.0";
@@ -31,19 +22,6 @@ struct MetricsServerOptions {
   std::string credentials;   // "user:password" for basic auth; empty: none
   std::string controlToken;  // bearer token for POST /control; empty: no /control
   int64_t sampleEvery = 1;   // the control state's starting sample rate
-};
-
-// Figures published by the reporter thread, handed to scrapes and pushes as they are.
-class MetricsSnapshot : public prometheus::Collectable {
- public:
-  void publish(std::vector<prometheus::MetricFamily> families);
-  std::vector<prometheus::MetricFamily> Collect() const override;
-  uint64_t scrapes() const { return scrapes_.load(std::memory_order_relaxed); }
-
- private:
-  mutable std::mutex mutex_;
-  std::shared_ptr<const std::vector<prometheus::MetricFamily>> families_;
-  mutable std::atomic<uint64_t> scrapes_{0};
 };
 
 // One rank's /metrics endpoint: a small HTTP/1.1 server on one thread of its own, serving the
@@ -93,43 +71,5 @@ class MetricsServer {
   mutable std::mutex controlMutex_;
   ControlState control_;
 };
-
-// Pushes a snapshot to a Prometheus push gateway from a thread of its own, so that a gateway
-// that does not answer never blocks the reporter: at most one push is in flight, requests that
-// arrive meanwhile are folded into the next one.
-class Pusher {
- public:
-  // url: http://host:port. Grouping key: job, instance = "<node>-rank<rank>".
-  Pusher(const std::string& url, const std::string& job, const std::string& instance,
-         const std::string& credentials, std::shared_ptr<MetricsSnapshot> snapshot);
-  ~Pusher();
-  void request();
-  // A last push, waited for at most `timeoutSeconds`; a thread still stuck is left behind. It
-  // holds its own share of the state (gateway, snapshot, counters), so it may outlive the Pusher.
-  void finish(double timeoutSeconds);
-  uint64_t pushes() const;
-  uint64_t errors() const;
-
- private:
-  struct State;
-  static void run(const std::shared_ptr<State>& state);
-  std::shared_ptr<State> state_;
-  bool finished_ = false;
-  std::thread thread_;
-};
-
-// One scrape target of the job.
-struct ScrapeTarget {
-  int rank = 0;
-  int localRank = 0;
-  std::string node;
-  std::string host;  // what Prometheus connects to
-  int port = 0;
-};
-
-// Prometheus file_sd JSON: one group per rank with its labels. Written atomically.
-std::string renderFileSd(const std::vector<ScrapeTarget>& targets, const std::string& job);
-bool writeFileSd(const std::string& path, const std::vector<ScrapeTarget>& targets,
-                 const std::string& job, std::string* error);
 
 }  // namespace attnscope

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attnscope/core/ClusterReport.h"
+#include "attnscope/core/RankWindow.h"
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/exporters/TraceFormat.h"
 
