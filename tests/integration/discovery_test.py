@@ -21,6 +21,7 @@ Cases:
   compile         torch.compile(model) under DDP, 2 ranks, with and without attnscope: same losses, the
                   same Dynamo graph-break count, the compiled region observed with its fused kernels
 """
+import http.client
 import json
 import os
 import subprocess
@@ -149,8 +150,14 @@ def case_checkpointing(tmp):
 
 
 def scrape(port):
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        return r.read().decode()
+    # Until the rank listens, a connect to its port (in the ephemeral range) can meet the client's
+    # own socket (TCP self-connect) and read back its own request: not an answer, so an OSError
+    # like a refused connection, which the callers retry until their deadline.
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return r.read().decode()
+    except http.client.HTTPException as e:
+        raise OSError(f"no HTTP answer on port {port}: {e!r}") from e
 
 
 def metric(text, name):
