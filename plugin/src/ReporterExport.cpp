@@ -54,7 +54,7 @@ void Reporter::publishMetrics(const RoundSnapshot& snapshot) {
   m.stepSeconds = lastMine_.stepSeconds;
   m.overheadSeconds = m.run.overheadSeconds;
   m.paused = snapshot.paused;
-  m.sampleEvery = snapshot.sampleEvery;
+  m.sampleEvery = snapshot.run.sampleEvery;
   if (metrics_) {
     m.port = metrics_->port();
     m.portFallback = metrics_->fallback();

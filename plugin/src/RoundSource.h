@@ -27,8 +27,7 @@ struct RoundSnapshot {
   uint64_t traceDropped = 0;            // steps the trace buffer could not keep since the last take
   std::vector<std::string> layerNames;  // by layer id
   RunInfo run;
-  bool paused = false;
-  int64_t sampleEvery = 1;
+  bool paused = false;  // the live rate is run.sampleEvery
   GpuStatus gpu;
   StatsTable deviceStats;  // device seconds per layer; empty unless device timing runs
 };

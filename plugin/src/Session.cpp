@@ -92,11 +92,6 @@ Session::~Session() {
 
 void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
 
-Window Session::takeWindow() {
-  std::lock_guard<std::mutex> lock(statsMutex_);
-  return takeWindowLocked();
-}
-
 Window Session::takeWindowLocked() {
   Window w;
   w.stats = std::move(window_);
@@ -122,7 +117,6 @@ RoundSnapshot Session::snapshot(const SnapshotRequest& request) {
   s.run = runInfoLocked();
   s.layerNames = stats_.layerNames();
   s.paused = paused();
-  s.sampleEvery = sampleEvery();
   s.gpu = gpuStatusLocked(std::move(device));
   if (s.gpu.source != GpuTiming::kOff) s.deviceStats = deviceStats_;
   return s;
@@ -452,15 +446,6 @@ void Session::traceStepEnd(uint64_t step) {
     traceCalls_.clear();
   }
   traceLastStepNs_ = now;
-}
-
-TraceStoreStats Session::traceStats() {
-  return reporter_ ? reporter_->traceStats() : TraceStoreStats();
-}
-
-std::vector<EncodedStep> Session::takeTraceSteps(uint64_t* dropped) {
-  std::lock_guard<std::mutex> lock(statsMutex_);
-  return takeTraceStepsLocked(dropped);
 }
 
 std::vector<EncodedStep> Session::takeTraceStepsLocked(uint64_t* dropped) {

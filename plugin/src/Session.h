@@ -108,8 +108,6 @@ class Session final : public RoundSource {
   RunInfo runInfo();
   const Topology& topology() const { return topology_; }
 
-  // Hands the finished window to the reporter and starts a new one (reporter thread).
-  Window takeWindow();
   // Time the job's own collectives took (the collective observer, training or comm threads).
   void addCollectiveTime(int64_t ns) { collectiveNs_.fetch_add(ns, std::memory_order_relaxed); }
   // Runtime control (rank 0's /control, applied at a round): pause recording or change the rate.
@@ -132,12 +130,7 @@ class Session final : public RoundSource {
   StatsTable deviceStatistics();
   GpuStatus gpuStatus();
 
-  // ---- Trace store feed (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md) ----
-  // The sampled steps that ended since the last call, encoded; `dropped` gets the steps the
-  // bounded buffer could not keep since then (reporter thread).
-  std::vector<EncodedStep> takeTraceSteps(uint64_t* dropped);
-  // Health of this rank's trace store (for exporters); all zero when no reporter runs.
-  TraceStoreStats traceStats();
+  // ---- Trace store feed (ATTNSCOPE_TRACE_DIR, docs/ANALYSIS.md): snapshot() takes the steps ----
 
  private:
   // statsMutex_ held: one call into the current step's entry for its (layer, phase); the end of a
@@ -153,7 +146,9 @@ class Session final : public RoundSource {
   int64_t traceLastStepNs_ = 0;
   // ---- end of the trace store feed ----
 
-  // statsMutex_ held: the parts of snapshot() and of the public readers.
+  // statsMutex_ held: the parts of snapshot() and of the public readers. takeWindowLocked() hands
+  // the finished window over and starts a new one; takeTraceStepsLocked() the sampled steps
+  // encoded since the last take, with the steps the bounded buffer could not keep.
   Window takeWindowLocked();
   RunInfo runInfoLocked();
   std::vector<EncodedStep> takeTraceStepsLocked(uint64_t* dropped);

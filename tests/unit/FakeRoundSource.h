@@ -29,7 +29,6 @@ class FakeRoundSource final : public RoundSource {
     s.run.stepsSeen = lastStep_;
     s.run.attnscopeVersion = "test";
     s.paused = paused_;
-    s.sampleEvery = sampleEvery_;
     s.run.sampleEvery = sampleEvery_;
     if (request.endWindow) {
       s.window.stats = StatsTable(16);
@@ -44,7 +43,6 @@ class FakeRoundSource final : public RoundSource {
       s.window.lastStep = lastStep_;
       s.window.seconds = 0.1;
       ++windows_;
-      callsHandedOut_ += callsPerWindow;
     }
     if (request.takeTraceSteps) {
       s.traceSteps = std::move(traceSteps_);
@@ -94,7 +92,6 @@ class FakeRoundSource final : public RoundSource {
   std::mutex mutex_;
   uint64_t lastStep_ = 0;
   int windows_ = 0;
-  uint64_t callsHandedOut_ = 0;
   uint64_t stepsTaken_ = 0;
   bool paused_ = false;
   int64_t sampleEvery_ = 1;
