@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "AggregatorFactory.h"
+#include "AutogradProbe.h"
 #include "Machine.h"
 #include "Observer.h"
 #include "Session.h"
@@ -67,8 +68,9 @@ void start(const Config& config, const DistributedOptions& distributed) {
   auto session = std::make_unique<detail::Session>(config, topology);
   // Before any callback is installed: the calibration's own ops are not the job's.
   const bool deviceTiming = config.gpuTiming != GpuTiming::kOff && detail::acceleratorAvailable();
-  session->setMachine(config.roofline ? detail::machineCeilings(config, deviceTiming) : Ceilings{},
-                      detail::describeMachine(topology.localRank));
+  session->recorder().setMachine(
+      config.roofline ? detail::machineCeilings(config, deviceTiming) : Ceilings{},
+      detail::describeMachine(topology.localRank));
   session->begin();
   detail::StoreSource source{distributed.store, distributed.aggregationGroup};
   if (!source.group) source.group = detail::takeHandedInGroup();
@@ -105,12 +107,12 @@ bool isRunning() { return detail::currentSession() != nullptr; }
 
 StatsTable statistics() {
   detail::Session* s = detail::currentSession();
-  return s != nullptr ? s->statistics() : StatsTable();
+  return s != nullptr ? s->recorder().statistics() : StatsTable();
 }
 
 RunInfo runInfo() {
   detail::Session* s = detail::currentSession();
-  return s != nullptr ? s->runInfo() : RunInfo();
+  return s != nullptr ? s->recorder().runInfo() : RunInfo();
 }
 
 std::string summaryJson() {
@@ -118,33 +120,35 @@ std::string summaryJson() {
   if (s == nullptr) return SummaryJson::render(RunInfo(), StatsTable());
   ClusterReport cluster;
   const bool haveCluster = s->clusterReport(&cluster);
-  return SummaryJson::render(s->runInfo(), s->statistics(), haveCluster ? &cluster : nullptr);
+  return SummaryJson::render(s->recorder().runInfo(), s->recorder().statistics(),
+                             haveCluster ? &cluster : nullptr);
 }
 
 AttentionScope::AttentionScope(const char* layerName)
     : AttentionScope(layerName, ScopeType::kLayer) {}
 
 namespace {
-// The session a scope opened now records into, or null (not running, unsampled step). A backward
+// The recorder a scope opened now records into, or null (not running, unsampled step). A backward
 // pass ends an inferred step at the next attention call, unless that call is an
 // activation-checkpointing recompute inside the backward pass itself.
-detail::Session* recordingSession() {
+detail::Recorder* scopeRecorder() {
   detail::Session* s = detail::currentSession();
   if (s == nullptr) return nullptr;
-  if (s->autoStepPending() && !detail::insideBackwardPass()) s->step(false);
-  return s->sampled() ? s : nullptr;
+  detail::Recorder& r = s->recorder();
+  if (r.autoStepPending() && !detail::insideBackwardPass()) s->step(false);
+  return r.sampled() ? &r : nullptr;
 }
 }  // namespace
 
 AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
-  if (detail::Session* s = recordingSession())
-    active_ = detail::Observer::enterScope(s, layerName, type);
+  if (detail::Recorder* r = scopeRecorder())
+    active_ = detail::Observer::enterScope(r, layerName, type);
 }
 
 AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const void* arg,
                                ScopeType type) {
-  if (detail::Session* s = recordingSession()) {
-    active_ = detail::Observer::enterScope(s, nameOf(arg).c_str(), type);
+  if (detail::Recorder* r = scopeRecorder()) {
+    active_ = detail::Observer::enterScope(r, nameOf(arg).c_str(), type);
   }
 }
 
@@ -153,8 +157,8 @@ AttentionScope::~AttentionScope() {
 }
 
 OpKindScope::OpKindScope(OpKind kind) {
-  detail::Session* s = detail::currentSession();
-  if (s == nullptr || !s->sampled()) return;
+  detail::Recorder* r = detail::currentRecorder();
+  if (r == nullptr || !r->sampled()) return;
   active_ = detail::Observer::forceKind(kind, &saved_);
 }
 
@@ -165,8 +169,8 @@ OpKindScope::~OpKindScope() {
 FusedOpScope::FusedOpScope(const char* layerName) {
   detail::Session* s = detail::currentSession();
   if (s == nullptr) return;
-  if (s->autoStepPending() && !detail::insideBackwardPass()) s->step(false);
-  if (!s->sampled()) return;
+  if (s->recorder().autoStepPending() && !detail::insideBackwardPass()) s->step(false);
+  if (!s->recorder().sampled()) return;
   detail::Observer::beginFusedHint(layerName);
   active_ = true;
 }
@@ -177,28 +181,28 @@ FusedOpScope::~FusedOpScope() {
 
 void describeLayer(const std::string& layerName, const std::string& rule,
                    const std::string& source) {
-  if (detail::Session* s = detail::currentSession())
-    s->describeLayer(LayerOrigin{layerName, rule, source});
+  if (detail::Recorder* r = detail::currentRecorder())
+    r->describeLayer(LayerOrigin{layerName, rule, source});
 }
 
 void noteDiscovery(const std::string& note) {
-  if (detail::Session* s = detail::currentSession()) s->noteDiscovery(note);
+  if (detail::Recorder* r = detail::currentRecorder()) r->noteDiscovery(note);
 }
 
 void noteSteps(uint64_t steps) {
-  if (detail::Session* s = detail::currentSession()) s->checkFound(steps);
+  if (detail::Recorder* r = detail::currentRecorder()) r->checkFound(steps);
 }
 
 // --- GPU (docs/GPU.md) ------------------------------------------------------------------------
 
 StatsTable deviceStatistics() {
   detail::Session* s = detail::currentSession();
-  return s != nullptr ? s->deviceStatistics() : StatsTable();
+  return s != nullptr ? s->gpu().deviceStatistics() : StatsTable();
 }
 
 GpuStatus gpuStatus() {
   detail::Session* s = detail::currentSession();
-  return s != nullptr ? s->gpuStatus() : GpuStatus();
+  return s != nullptr ? s->gpu().status(s->recorder().layerNames()) : GpuStatus();
 }
 
 }  // namespace attnscope

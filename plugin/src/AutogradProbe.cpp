@@ -3,7 +3,7 @@
 #include <torch/csrc/autograd/graph_task.h>
 #include <torch/csrc/profiler/orchestration/observer.h>
 
-#include "Observer.h"
+#include "AutogradProbe.h"
 
 namespace attnscope {
 namespace detail {

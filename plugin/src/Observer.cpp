@@ -4,14 +4,16 @@
 #include <cctype>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
 
+#include "AutogradProbe.h"
 #include "InternalThread.h"
-#include "Session.h"
+#include "Recorder.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/collectors/GpuTimer.h"
@@ -25,7 +27,7 @@ namespace {
 
 // One open attention call on this thread.
 struct Frame {
-  Session* session = nullptr;
+  Recorder* recorder = nullptr;
   CallRecord record;
   OpClassifier classifier;
   bool region = false;                 // ScopeType::kRegion: ops classified by name alone
@@ -72,9 +74,9 @@ struct ThreadState {
   std::string fusedHint;
   int fusedHintDepth = 0;
   at::CallbackHandle fusedHintHandle = 0;
-  // attnscope's own time on this thread, flushed to the session when the outermost scope exits.
+  // attnscope's own time on this thread, flushed to the recorder when the outermost scope exits.
   uint64_t overheadTicks = 0;
-  uint32_t callbackCounter = 0;  // one callback in Session::kOverheadSampling is timed
+  uint32_t callbackCounter = 0;  // one callback in Recorder::kOverheadSampling is timed
   // Shape cache (roofline): per (layer, phase) slot, per top-level op ordinal in the call, the
   // last arguments' signature and what the formulas made of them. Thread-local: no lock.
   struct ShapeEntry {
@@ -84,7 +86,7 @@ struct ThreadState {
   };
   std::vector<std::vector<ShapeEntry>> shapes;
   OpArgs args;  // reused by every read: readArgs sets what the formulas and the signature read
-  uint64_t shapeReads = 0;  // flushed to the session with overheadTicks
+  uint64_t shapeReads = 0;  // flushed to the recorder with overheadTicks
   uint64_t shapeChanges = 0;
 };
 
@@ -233,7 +235,7 @@ inline bool isRegionWrapper(const char* name) {
 
 // Whether this callback invocation is one of the timed ones.
 inline bool timedCallback(uint32_t* counter) {
-  return (++*counter % Session::kOverheadSampling) == 0;
+  return (++*counter % Recorder::kOverheadSampling) == 0;
 }
 
 // The fast path reads one initial-exec TLS pointer (a single %fs-relative load, where a
@@ -283,7 +285,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
     const int64_t seq = fn.seqNr();
     if (seq >= 0)
       t.links.emplace_back(seq, Link{f.instance, f.record.layer, OpKind::kOther, false});
-    if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
+    if (timed) t.overheadTicks += (ticks() - entry) * Recorder::kOverheadSampling;
     return nullptr;
   }
   if (++f.depth == 1) {
@@ -310,7 +312,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   if (seq >= 0) {
     t.links.emplace_back(seq, Link{f.instance, f.record.layer, f.opKind, f.opCost.modelled});
   }
-  if (timed) t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
+  if (timed) t.overheadTicks += (ticks() - entry) * Recorder::kOverheadSampling;
   return nullptr;
 }
 
@@ -347,7 +349,7 @@ void onForwardEnd(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   k.peak = std::max(k.peak, f.opAccount.peakAbove(base));
   MemoryTargets::current().op = nullptr;
   if (timedCallback(&t.callbackCounter))
-    t.overheadTicks += (ticks() - entry) * Session::kOverheadSampling;
+    t.overheadTicks += (ticks() - entry) * Recorder::kOverheadSampling;
 }
 
 at::RecordFunctionCallback forwardCallback(bool needsInputs) {
@@ -358,7 +360,7 @@ at::RecordFunctionCallback forwardCallback(bool needsInputs) {
 
 // Backward: an autograd node whose (forward thread, sequence number) was linked in forward.
 struct NodeContext final : at::ObserverContext {
-  Session* session = nullptr;
+  Recorder* recorder = nullptr;
   Link link;
   uint64_t t0 = 0;  // ticks
   MemoryAccount account;
@@ -373,7 +375,7 @@ struct NodeContext final : at::ObserverContext {
 thread_local uint32_t tBackwardCounter = 0;
 
 std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& fn) {
-  Session* s = currentSession();
+  Recorder* s = currentRecorder();
   if (s == nullptr) return nullptr;
   s->noteBackward();
   if (!s->sampled()) return nullptr;
@@ -383,11 +385,11 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
   const uint64_t entry = timed ? ticks() : 0;
   Link link;
   if (!s->findLink(fn.forwardThreadId(), seq, &link)) {
-    if (timed) s->addOverheadTicks((ticks() - entry) * Session::kOverheadSampling);
+    if (timed) s->addOverheadTicks((ticks() - entry) * Recorder::kOverheadSampling);
     return nullptr;
   }
   auto ctx = std::make_unique<NodeContext>();
-  ctx->session = s;
+  ctx->recorder = s;
   ctx->link = link;
   // A fused kernel's own node names its backend (the math path's nodes are the unfused ops').
   if (link.kind == OpKind::kFusedAttention) ctx->backend = attentionBackendOfNode(fn.name());
@@ -416,10 +418,10 @@ void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   }
   DeviceMemoryReporter::leave(node->deviceReporter);
   MemoryTargets::current().op = node->savedOp;
-  node->session->addBackwardNode(node->link, ns, node->account, node->backend);
+  node->recorder->addBackwardNode(node->link, ns, node->account, node->backend);
   if (node->startTicks != 0) {
-    node->session->addOverheadTicks((node->startTicks + ticks() - entry) *
-                                    Session::kOverheadSampling);
+    node->recorder->addOverheadTicks((node->startTicks + ticks() - entry) *
+                                     Recorder::kOverheadSampling);
   }
 }
 
@@ -431,7 +433,7 @@ std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) 
   if (!t.frames.empty()) return nullptr;  // inside a scope the thread-local callback classifies
   const char* name = fn.name();
   if (!isFusedAttentionOp(name)) return nullptr;
-  Session* s = currentSession();
+  Recorder* s = currentRecorder();
   if (s == nullptr || !s->sampled()) return nullptr;
   std::string layer;
   if (t.fusedHintDepth > 0) {
@@ -462,7 +464,7 @@ void onFusedEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
 // The job's own collectives: c10d opens a USER_SCOPE RecordFunction named "<backend>:<op>" when
 // it issues one and ends it when the work completes (possibly on a communication thread).
 struct CollectiveContext final : at::ObserverContext {
-  Session* session = nullptr;
+  Recorder* recorder = nullptr;
   uint64_t t0 = 0;
 };
 
@@ -486,10 +488,10 @@ bool isCollectiveName(const char* name) {
 
 std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {
   if (isInternalThread()) return nullptr;
-  Session* s = currentSession();
+  Recorder* s = currentRecorder();
   if (s == nullptr || !s->sampled() || !isCollectiveName(fn.name())) return nullptr;
   auto ctx = std::make_unique<CollectiveContext>();
-  ctx->session = s;
+  ctx->recorder = s;
   ctx->t0 = ticks();
   return ctx;
 }
@@ -497,7 +499,7 @@ std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction&
 void onCollectiveEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
   if (ctx == nullptr) return;
   auto* c = static_cast<CollectiveContext*>(ctx);
-  c->session->addCollectiveTime(TickClock::toNs(ticks() - c->t0));
+  c->recorder->addCollectiveTime(TickClock::toNs(ticks() - c->t0));
 }
 
 std::unique_ptr<at::ObserverContext> onGlobalStart(const at::RecordFunction& fn) {
@@ -520,25 +522,47 @@ at::RecordFunctionCallback Observer::globalCallback() {
       .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
 }
 
-bool Observer::enterScope(Session* session, const char* layerName, ScopeType type) {
+namespace {
+// The installed global callbacks; 0 when not installed.
+std::mutex gGlobalMutex;
+at::CallbackHandle gGlobalHandle = 0;
+at::CallbackHandle gFusedHandle = 0;
+
+void setInstalled(bool want, at::CallbackHandle* handle, at::RecordFunctionCallback (*make)()) {
+  if (want && *handle == 0) {
+    *handle = at::addGlobalCallback(make());
+  } else if (!want && *handle != 0) {
+    at::removeCallback(*handle);
+    *handle = 0;
+  }
+}
+}  // namespace
+
+void Observer::setGlobalCallbacks(bool global, bool fused) {
+  std::lock_guard<std::mutex> lock(gGlobalMutex);
+  setInstalled(global, &gGlobalHandle, &Observer::globalCallback);
+  setInstalled(fused, &gFusedHandle, &Observer::fusedOpCallback);
+}
+
+bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType type) {
   const uint64_t entry = ticks();
-  const int32_t layer = session->layerId(layerName);
+  const int32_t layer = recorder->layerId(layerName);
   if (layer < 0) return false;
   ThreadState& t = threadState();
   t.frames.emplace_back();
   Frame& f = t.frames.back();
-  f.session = session;
-  if (session->deviceMemory()) f.deviceReporter = DeviceMemoryReporter::enter();
+  f.recorder = recorder;
+  if (recorder->deviceMemory()) f.deviceReporter = DeviceMemoryReporter::enter();
   f.record.layer = layer;
   f.region = type == ScopeType::kRegion;
   f.record.phase = insideBackwardPass() ? Phase::kRecompute : Phase::kForward;
-  f.instance = session->newInstance();
+  f.instance = recorder->newInstance();
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
-  f.roofline = session->roofline();
+  f.roofline = recorder->roofline();
   if (t.forwardHandle == 0)
     t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.roofline));
-  if (GpuTimer* gpu = session->gpu()) {
+  if (GpuTimer* gpu = recorder->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);
     f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, OpKind::kOther});
@@ -565,12 +589,12 @@ void Observer::exitScope() {
   }
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
-  f.session->addForwardCall(f.record, forwardThreadId(t), t.links.data() + f.linksBegin,
-                            t.links.size() - f.linksBegin, f.roofline ? f.backward.data() : nullptr,
-                            f.instance);
+  f.recorder->addForwardCall(f.record, forwardThreadId(t), t.links.data() + f.linksBegin,
+                             t.links.size() - f.linksBegin,
+                             f.roofline ? f.backward.data() : nullptr, f.instance);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);
-  Session* session = f.session;
+  Recorder* recorder = f.recorder;
   t.frames.pop_back();
   if (t.frames.empty() && t.forwardHandle != 0) {
     at::removeCallback(t.forwardHandle);
@@ -579,10 +603,10 @@ void Observer::exitScope() {
   pointMemoryTargets(t);
   t.overheadTicks += ticks() - entry;
   if (t.frames.empty()) {
-    session->addOverheadTicks(t.overheadTicks);
+    recorder->addOverheadTicks(t.overheadTicks);
     t.overheadTicks = 0;
     if (t.shapeReads != 0) {
-      session->addShapeCounts(t.shapeReads, t.shapeChanges);
+      recorder->addShapeCounts(t.shapeReads, t.shapeChanges);
       t.shapeReads = t.shapeChanges = 0;
     }
   }

@@ -8,7 +8,7 @@
 namespace attnscope {
 namespace detail {
 
-class Session;
+class Recorder;
 
 // The RecordFunction callbacks and the per-thread state behind AttentionScope.
 //
@@ -22,7 +22,7 @@ class Session;
 class Observer {
  public:
   // Opens an attention call on this thread. False when it is not recorded (layer cap reached).
-  static bool enterScope(Session* session, const char* layerName, ScopeType type);
+  static bool enterScope(Recorder* recorder, const char* layerName, ScopeType type);
   static void exitScope();
   // OpKindScope: the innermost open call's top-level ops are of `kind` until restored (kCount:
   // classified again). False, and nothing changed, when no call is open on this thread.
@@ -41,17 +41,10 @@ class Observer {
   // each installed callback (docs/PERFORMANCE.md).
   static at::RecordFunctionCallback globalCallback();
   static at::RecordFunctionCallback fusedOpCallback();
+  // Installs or removes each of the two global callbacks so that exactly the wanted ones are
+  // installed (Session: at begin, at each step end for the next step, and at finish).
+  static void setGlobalCallbacks(bool global, bool fused);
 };
-
-// True while the calling thread executes an autograd graph task (a backward pass), so that an
-// attention call made then is an activation-checkpointing recompute.
-bool insideBackwardPass();
-
-// True when LibTorch was built with CUDA and a device is present.
-bool acceleratorAvailable();
-
-// True while torch.profiler's Kineto profiler runs (it then holds CUPTI).
-bool kinetoProfilerRunning();
 
 }  // namespace detail
 }  // namespace attnscope

@@ -1,0 +1,298 @@
+#include "Recorder.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "attnscope/attnscope.h"
+#include "attnscope/collectors/Clock.h"
+#include "attnscope/collectors/CpuAllocatorTracker.h"
+#include "attnscope/collectors/DeviceMemoryReporter.h"
+#include "attnscope/core/Log.h"
+
+namespace attnscope {
+namespace detail {
+namespace {
+
+std::atomic<Recorder*> gRecorder{nullptr};
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+Recorder* currentRecorder() { return gRecorder.load(std::memory_order_acquire); }
+void setCurrentRecorder(Recorder* recorder) {
+  gRecorder.store(recorder, std::memory_order_release);
+}
+
+Recorder::Recorder(const Config& config, const RunInfo& run, bool deviceMemory)
+    : config_(config),
+      deviceMemory_(deviceMemory),
+      tracing_(!config.traceDir.empty()),
+      stats_(config.maxLayers),
+      window_(config.maxLayers),
+      trace_(nowNs()),
+      run_(run) {
+  windowStartNs_ = nowNs();
+  sampleEvery_.store(config.sampleEvery);
+}
+
+void Recorder::setMachine(const Ceilings& ceilings, const MachineInfo& machine) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_.ceilings = ceilings;
+  run_.machine = machine;
+}
+
+void Recorder::setSampling(bool paused, int64_t sampleEvery) {
+  if (paused != paused_.load() || sampleEvery != sampleEvery_.load()) {
+    ATTNSCOPE_LOG(kInfo, "control: " << (paused ? "recording paused" : "recording")
+                                     << ", sample every " << sampleEvery << " from the next step");
+  }
+  sampleEvery_.store(sampleEvery);
+  paused_.store(paused);
+}
+
+double Recorder::overheadSeconds() const {
+  return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) *
+         1e-9;
+}
+
+bool Recorder::endStep(bool explicitCall) {
+  if (explicitCall) explicitSteps_.store(true);
+  backwardSeen_.store(false);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fold();
+    if (tracing_) {  // an unsampled step only moves the trace's step clock
+      trace_.endStep(run_.stepsSeen, nowNs(), trace_.pending() ? unixNow() : 0.0);
+    }
+    ++run_.stepsSeen;
+    ++windowSteps_;
+    if (run_.stepsSeen == static_cast<uint64_t>(kNothingFoundSteps))
+      checkFoundLocked(run_.stepsSeen);
+    if (sampled_.load()) {
+      ++run_.stepsSampled;
+      ++windowSampledSteps_;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(linkMutex_);
+    links_.clear();
+  }
+  const uint64_t next = stepIndex_.fetch_add(1) + 1;
+  const bool nextSampled =
+      !paused_.load(std::memory_order_relaxed) &&
+      next % static_cast<uint64_t>(sampleEvery_.load(std::memory_order_relaxed)) == 0;
+  sampled_.store(nextSampled);
+  return nextSampled;
+}
+
+int32_t Recorder::layerId(const char* name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int32_t id = stats_.layerId(name);
+  if (id >= 0) window_.layerId(name);
+  if (id < 0) {
+    if (run_.droppedCalls++ == 0) {
+      ATTNSCOPE_LOG(kWarn, "more than " << config_.maxLayers
+                                        << " attention layer names (ATTNSCOPE_MAX_LAYERS); \""
+                                        << name
+                                        << "\" and later new names are counted, not recorded");
+    }
+  }
+  return id;
+}
+
+void Recorder::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
+                              const LinkTable::Entry* links, size_t numLinks,
+                              const BackwardEstimate* backward, uint64_t instance) {
+  if (numLinks > 0) {
+    std::lock_guard<std::mutex> lock(linkMutex_);
+    links_.append(forwardThreadId, links, numLinks);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.add(record);
+  window_.add(record);
+  if (tracing_) trace_.add(record);
+  if (backward != nullptr && numLinks > 0) {
+    bool any = false;
+    for (int k = 0; k < kNumOpKinds && !any; ++k) any = backward[k].ops > 0;
+    if (any) {
+      PendingBackward& p = pendingBackward_[instance];
+      p.record.layer = record.layer;
+      p.record.phase = Phase::kBackward;
+      std::copy(backward, backward + kNumOpKinds, p.estimate.begin());
+      p.estimated = true;
+    }
+  }
+}
+
+bool Recorder::findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out) {
+  std::lock_guard<std::mutex> lock(linkMutex_);
+  return links_.find(forwardThreadId, sequenceNr, out);
+}
+
+void Recorder::addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account,
+                               AttentionBackend backend) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CallRecord& r = pendingBackward_[link.instance].record;
+  if (backend != AttentionBackend::kCount) r.backends[static_cast<int>(backend)] += 1;
+  r.layer = link.layer;
+  r.phase = Phase::kBackward;
+  r.ns += ns;
+  r.bytes += account.bytes;
+  const int64_t peak = account.peakAbove(account.base);
+  r.peak = std::max(r.peak, peak);
+  CallRecord::Kind& k = r.kinds[static_cast<int>(link.kind)];
+  k.ns += ns;
+  k.ops += 1;
+  k.bytes += account.bytes;
+  k.peak = std::max(k.peak, peak);
+  if (link.modelled) k.modelledNs += ns;
+}
+
+void Recorder::fold() {
+  for (auto& [instance, pending] : pendingBackward_) {
+    CallRecord& record = pending.record;
+    bool timed = false;
+    for (int k = 0; k < kNumOpKinds; ++k) {
+      CallRecord::Kind& kind = record.kinds[k];
+      if (kind.ops == 0) continue;  // no node of this kind ran: its estimate does not count
+      timed = true;
+      const BackwardEstimate& e = pending.estimate[k];
+      if (!pending.estimated || e.modelledOps == 0 || kind.modelledNs == 0) {
+        kind.modelledNs = 0;  // no formula's work to divide by this time
+        continue;
+      }
+      kind.flops = e.flops;
+      kind.moved = e.moved;
+      kind.wideFlops = e.wideFlops;
+    }
+    if (!timed) continue;  // forward without backward (evaluation): no backward call
+    stats_.add(record);
+    window_.add(record);
+    if (tracing_) trace_.add(record);
+  }
+  pendingBackward_.clear();
+}
+
+void Recorder::describeLayer(const LayerOrigin& origin) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (LayerOrigin& o : run_.layerOrigins) {
+    if (o.name == origin.name) {
+      o = origin;
+      return;
+    }
+  }
+  if (run_.layerOrigins.size() < static_cast<size_t>(config_.maxLayers))
+    run_.layerOrigins.push_back(origin);
+}
+
+void Recorder::noteDiscovery(const std::string& note) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const std::string& n : run_.discoveryNotes) {
+    if (n == note) return;
+  }
+  if (run_.discoveryNotes.size() < 64) {
+    run_.discoveryNotes.push_back(note);
+    ATTNSCOPE_LOG(kInfo, note);
+  }
+}
+
+void Recorder::checkFound(uint64_t steps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  checkFoundLocked(steps);
+}
+
+void Recorder::checkFoundLocked(uint64_t steps) {
+  if (run_.nothingFound || steps < static_cast<uint64_t>(kNothingFoundSteps)) return;
+  if (!stats_.layers().empty() || stats_.droppedCalls() > 0) return;
+  run_.nothingFound = true;
+  ATTNSCOPE_LOG(
+      kWarn,
+      "no attention layer seen in "
+          << steps
+          << " training steps: nothing is observed. "
+             "Mark attention by hand: in Python `with attnscope.attention(\"layers.0.attn\"):` "
+             "around "
+             "a layer's call, or under attnscope-run ATTNSCOPE_ATTENTION_MODULES=<regex> naming "
+             "the "
+             "modules' class or path; in C++ `attnscope::AttentionScope scope(\"layers.0.attn\");` "
+             "or `attnscope::ModuleScope scope(*this);` in the module's forward "
+             "(docs/DISCOVERY.md)");
+}
+
+Window Recorder::takeWindowLocked() {
+  Window w;
+  w.stats = std::move(window_);
+  window_ = StatsTable(config_.maxLayers);
+  for (const LayerStats& l : stats_.layers()) window_.layerId(l.name);  // keep the ids aligned
+  const int64_t now = nowNs();
+  w.steps = windowSteps_;
+  w.sampledSteps = windowSampledSteps_;
+  w.lastStep = run_.stepsSeen;
+  w.seconds = static_cast<double>(now - windowStartNs_) * 1e-9;
+  w.collectiveSeconds = static_cast<double>(collectiveNs_.exchange(0)) * 1e-9;
+  windowSteps_ = windowSampledSteps_ = 0;
+  windowStartNs_ = now;
+  return w;
+}
+
+RoundSnapshot Recorder::snapshot(const SnapshotRequest& request) {
+  RoundSnapshot s;
+  std::lock_guard<std::mutex> lock(mutex_);  // one lock: the parts agree with each other
+  if (request.endWindow) s.window = takeWindowLocked();
+  if (request.takeTraceSteps) s.traceSteps = trace_.take(&s.traceDropped);
+  s.run = runInfoLocked();
+  s.layerNames = stats_.layerNames();
+  s.paused = paused();
+  return s;
+}
+
+StatsTable Recorder::statistics() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+RunInfo Recorder::runInfo() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return runInfoLocked();
+}
+
+std::vector<std::string> Recorder::layerNames() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_.layerNames();
+}
+
+std::vector<std::string> Recorder::layerNamesFrom(size_t first) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> names;
+  const std::vector<LayerStats>& layers = stats_.layers();
+  for (size_t i = first; i < layers.size(); ++i) names.push_back(layers[i].name);
+  return names;
+}
+
+RunInfo Recorder::runInfoLocked() {
+  RunInfo run = run_;
+  run.sampleEvery = sampleEvery_.load(std::memory_order_relaxed);  // the live rate's one owner
+  run.explicitSteps = explicitSteps_.load();
+  run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
+  run.droppedCalls += stats_.droppedCalls();
+  run.overheadSeconds = overheadSeconds();
+  run.shapeReads = shapeReads_.load(std::memory_order_relaxed);
+  run.shapeChanges = shapeChanges_.load(std::memory_order_relaxed);
+  run.layersSeen = stats_.layers().size();
+  return run;
+}
+
+void Recorder::finish() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fold();  // backward records of a step that step() did not end
+  if (tracing_ && trace_.pending()) trace_.endStep(run_.stepsSeen, nowNs(), unixNow());
+  // A run that ends having seen no attention call says so, however few steps it ran.
+  checkFoundLocked(std::max<uint64_t>(run_.stepsSeen, kNothingFoundSteps));
+  run_.stopUnixSeconds = unixNow();
+}
+
+}  // namespace detail
+}  // namespace attnscope
