@@ -7,7 +7,8 @@ Cases:
                      scrapes them through the file_sd file rank 0 writes: every endpoint is clean
                      for `promtool check metrics`, series of every rank arrive, rank 2's straggler
                      score is the highest and above the threshold, histograms are well formed,
-                     every query of launch/grafana/attnscope.json returns data, a /control
+                     every query of launch/grafana/attnscope.json (but the alert list's)
+                     returns data, a /control
                      request to rank 0 changes the sample rate of all 4 ranks, and the roofline
                      Prometheus holds (intensity, bound per rank, layer, phase and op kind) is the
                      one attnscope-analyze reports from the ranks' traces
@@ -101,6 +102,10 @@ def dashboard_queries():
         dash = json.load(f)
     for panel in dash["panels"]:
         for t in panel["targets"]:
+            # The alert list reads ALERTS, which has data only where launch/prometheus's rules are
+            # loaded and one of them fires; this test's Prometheus loads no rules.
+            if t["expr"].startswith("ALERTS{"):
+                continue
             yield panel["title"], t["expr"]
 
 
