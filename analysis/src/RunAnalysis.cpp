@@ -213,8 +213,14 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     for (const RankSteps& o : ranks) {
       if (o.rank != r.rank && !o.attention.empty()) others.push_back(median(o.attention));
     }
+    // The live detector's definition (StragglerDetector): over the others' median; alone, 1.
     const double m = median(others);
-    if (!others.empty() && m > 0) a.ranks[rowOf.at(r.rank)].score = median(r.attention) / m;
+    double& score = a.ranks[rowOf.at(r.rank)].score;
+    if (others.empty()) {
+      score = 1.0;
+    } else if (m > 0) {
+      score = median(r.attention) / m;
+    }
   }
 
   // Timeline bins.

@@ -406,9 +406,9 @@ const std::vector<Setting>& settings() {
           "was handed in (Python's attach forms a Gloo side group), else store",
           "[AGGREGATION.md](AGGREGATION.md); `gloo` needs a group handed in, `store` only the "
           "job's store, `nccl` a CUDA LibTorch, `mpi` a build with MPI"),
-      floatSetting<&Config::stragglerThreshold>(
-          kEnvStragglerThreshold, 1.01, 100,
-          "a straggler's attention time per step exceeds threshold x the median of all ranks..."),
+      floatSetting<&Config::stragglerThreshold>(kEnvStragglerThreshold, 1.01, 100,
+                                                "a straggler's attention time per step exceeds "
+                                                "threshold x the median of the other ranks..."),
       intSetting<&Config::stragglerWindows>(kEnvStragglerWindows, 1, 1000,
                                             "...for this many consecutive reporting windows"),
       floatSetting<&Config::hangSeconds>(

@@ -8,15 +8,27 @@
 namespace attnscope {
 namespace {
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  if (n % 2 == 1) return values[n / 2];
-  return 0.5 * (values[n / 2 - 1] + values[n / 2]);
+double sortedMedian(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  if (n == 0) return 0;
+  if (n % 2 == 1) return sorted[n / 2];
+  return 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
 bool seen(double lastChange) { return !std::isnan(lastChange); }
+
+// The median of `sorted` without one element equal to `value` (sorted ascending, holding it):
+// O(log n) per rank, so a round stays O(n log n) at 16k ranks.
+double medianWithout(const std::vector<double>& sorted, double value) {
+  const size_t n = sorted.size();
+  if (n < 2) return 0;
+  const size_t removed =
+      static_cast<size_t>(std::lower_bound(sorted.begin(), sorted.end(), value) - sorted.begin());
+  const auto at = [&](size_t k) { return sorted[k < removed ? k : k + 1]; };  // k of the n - 1
+  const size_t m = n - 1;
+  if (m % 2 == 1) return at(m / 2);
+  return 0.5 * (at(m / 2 - 1) + at(m / 2));
+}
 
 }  // namespace
 
@@ -52,7 +64,8 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     if (report(r).present) ++next.presentRanks;
     if (sampled(r)) attention.push_back(report(r).attentionSeconds());
   }
-  next.medianAttentionSeconds = median(std::move(attention));
+  std::sort(attention.begin(), attention.end());
+  next.medianAttentionSeconds = sortedMedian(attention);
 
   // Step counters first: the hang test compares every rank's last change with the others'.
   for (size_t r = 0; r < n; ++r) {
@@ -82,10 +95,16 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     s.missing = !w.present;
     s.missingSinceRound = !s.missing ? 0 : (prev.missing ? prev.missingSinceRound : next.round);
 
-    const double med = next.medianAttentionSeconds;
     s.consecutive = prev.consecutive;
     if (sampled(r)) {
-      s.score = med > 0 ? w.attentionSeconds() / med : 0;
+      // Over the median of the others, as the post-run report scores (with two ranks the median
+      // of both would halve any difference); alone, nobody to be slower than: 1.
+      if (attention.size() < 2) {
+        s.score = 1.0;
+      } else {
+        const double others = medianWithout(attention, w.attentionSeconds());
+        s.score = others > 0 ? w.attentionSeconds() / others : 0;
+      }
       s.consecutive = s.score > options_.threshold ? prev.consecutive + 1 : 0;
     }
     s.straggler = s.present && s.consecutive >= options_.windows;
@@ -119,8 +138,8 @@ std::string StragglerDetector::describe(const RankStatus& status,
                   static_cast<unsigned long long>(status.lastStep), status.stalledSeconds);
     return head + buf;
   }
-  std::snprintf(buf, sizeof(buf), "%.2fx median attention time for %d windows; ", status.score,
-                status.consecutive);
+  std::snprintf(buf, sizeof(buf), "%.2fx the other ranks' median attention time for %d windows; ",
+                status.score, status.consecutive);
   std::string out = head + buf;
   const RankWindow& w = status.window;
   if (w.topLayer < 0) return out + "no attribution yet";

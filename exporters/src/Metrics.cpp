@@ -456,10 +456,10 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
             last.medianAttentionSeconds);
   jobScalar("attnscope_straggler_episodes_total", "Straggler episodes begun", MetricType::Counter,
             static_cast<double>(cluster->stragglers.size()));
-  MetricFamily score =
-      family("attnscope_straggler_score",
-             "A rank's attention time per sampled step over the median of all ranks, last round",
-             MetricType::Gauge);
+  MetricFamily score = family(
+      "attnscope_straggler_score",
+      "A rank's attention time per sampled step over the median of the other ranks, last round",
+      MetricType::Gauge);
   MetricFamily flag =
       family("attnscope_straggler", "1 while the rank is a straggler", MetricType::Gauge);
   MetricFamily hung =

@@ -14,6 +14,10 @@ Cases:
                      errors
   contended_rank2    2 ranks, rank 1 shares its core with a busy thread (--contend-rank): the report's
                      rank_below_ceiling recommendation names rank 1 (and only it) with its evidence
+  score2_live_report 2 ranks, rank 1 slowed in layer 1: the live score (rank 0's detector rounds in
+                     its trace) and the report's score of each rank agree within 15%, both show the
+                     same excess (a median over both ranks would halve it), and in each round the two
+                     ranks' scores are reciprocal
   compare_attention  examples/compare_attention on short sequences: complete table, memory grows
                      quadratically, roofline columns (flops equal the hand count), HTML with plots
 """
@@ -315,6 +319,41 @@ def case_html_chromium(tmp):
     if os.environ.get("ANALYSIS_TEST_SCREENSHOT_COPY"):
         shutil.copy(shot, os.environ["ANALYSIS_TEST_SCREENSHOT_COPY"])
     print(f"screenshot {shot}: {len(rows[0])}x{len(rows)}, banner at y={banner[0]}..{banner[-1]}, {len(colors)} colours")
+
+
+def case_score2_live_report(tmp):
+    env = base_env(tmp, 1.0)
+    procs = spawn_ranks(2, env, TINY + ["--steps", "100000000", "--duration-s", "12", "--slow-rank", "1",
+                                        "--slow-factor", "3", "--slow-layer", "1"], tmp)
+    check(wait_all(procs, deadline=120) == [0, 0], "ranks failed")
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 0, f"analyze exit {p.returncode}")
+    post = {r["rank"]: r["score"] for r in report["ranks"]}
+    # Rank 0's live rounds, as its detector scored them (one row per round and rank); the first
+    # round may cover start-up, so the median over the rounds is the live figure compared.
+    db = sqlite3.connect(f"file:{os.path.join(tmp, 'trace', 'rank-0.sqlite')}?mode=ro", uri=True)
+    rows = db.execute("SELECT round, rank, score FROM rounds WHERE present = 1 AND score > 0").fetchall()
+    db.close()
+    live = {}
+    for rank in (0, 1):
+        scores = sorted(s for _, r, s in rows if r == rank)
+        check(len(scores) >= 5, f"rank {rank}: {len(scores)} scored live rounds")
+        live[rank] = scores[len(scores) // 2]
+    print(f"live (median over rounds) {live}; post-run report {post}")
+    for rank in (0, 1):
+        ratio = live[rank] / post[rank]
+        check(0.85 <= ratio <= 1.15, f"rank {rank}: live {live[rank]:.3f} vs report {post[rank]:.3f}")
+    # Both see the same excess over 1: a median over both ranks would halve the live one.
+    check(post[1] > 1.1, f"the slowed rank's report score {post[1]}")
+    excess = (live[1] - 1) / (post[1] - 1)
+    check(0.75 <= excess <= 1.33, f"rank 1's excess: live {live[1] - 1:.3f}, report {post[1] - 1:.3f}")
+    # With two ranks each is the other's only peer: in every round the two scores are reciprocal.
+    by_round = {}
+    for rnd, r, score in rows:
+        by_round.setdefault(rnd, {})[r] = score
+    for rnd, pair in by_round.items():
+        if len(pair) == 2:
+            check(abs(pair[0] * pair[1] - 1) < 1e-6, f"round {rnd}: scores {pair} are not reciprocal")
 
 
 def case_contended_rank2(tmp):

@@ -113,8 +113,8 @@ TEST(StragglerDetectorTest, MedianOfAnOddCount) {
   StragglerDetector d(3, StragglerOptions{});
   const ClusterRound& c = d.update({window(0, 1.0), window(1, 2.0), window(2, 10.0)}, 0);
   EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.0);
-  EXPECT_DOUBLE_EQ(c.ranks[0].score, 0.5);
-  EXPECT_DOUBLE_EQ(c.ranks[2].score, 5.0);
+  EXPECT_DOUBLE_EQ(c.ranks[0].score, 1.0 / 6.0);  // over the others' median, (2 + 10) / 2
+  EXPECT_DOUBLE_EQ(c.ranks[2].score, 10.0 / 1.5);
 }
 
 TEST(StragglerDetectorTest, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
@@ -122,7 +122,34 @@ TEST(StragglerDetectorTest, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
   const ClusterRound& c =
       d.update({window(0, 10.0), window(1, 2.0), window(2, 1.0), window(3, 3.0)}, 0);
   EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.5);
-  EXPECT_DOUBLE_EQ(c.ranks[0].score, 4.0);
+  EXPECT_DOUBLE_EQ(c.ranks[0].score, 5.0);  // the others: 1, 2, 3
+  EXPECT_DOUBLE_EQ(c.ranks[3].score, 1.5);  // 3 over the others' 2 (10, 2, 1)
+}
+
+TEST(StragglerDetectorTest, WithTwoRanksTheSlowRankScoresTheWholeRatio) {
+  // The median of both ranks would halve the difference (3 / 2 = 1.5); the other rank's is 3.
+  StragglerDetector d(2, StragglerOptions{});
+  const ClusterRound& c = d.update({window(0, 1.0), window(1, 3.0)}, 0);
+  EXPECT_DOUBLE_EQ(c.ranks[1].score, 3.0);
+  EXPECT_DOUBLE_EQ(c.ranks[0].score, 1.0 / 3.0);
+}
+
+TEST(StragglerDetectorTest, ARankAloneHasNobodyToBeSlowerThan) {
+  StragglerDetector d(2, StragglerOptions{});
+  RankWindow gone = window(1, 5.0);
+  gone.present = false;
+  const ClusterRound& c = d.update({window(0, 2.0), gone}, 0);
+  EXPECT_EQ(c.ranks[0].score, 1.0);  // neutral, as in a world of one
+  EXPECT_EQ(c.ranks[0].consecutive, 0);
+}
+
+TEST(StragglerDetectorTest, EqualTimesScoreOneWhicheverCopyIsLeftOut) {
+  StragglerDetector d(5, StragglerOptions{});
+  const ClusterRound& c =
+      d.update({window(0, 2.0), window(1, 2.0), window(2, 2.0), window(3, 1.0), window(4, 9.0)}, 0);
+  for (int r = 0; r < 3; ++r) EXPECT_DOUBLE_EQ(c.ranks[r].score, 1.0) << r;  // others 1, 2, 2, 9
+  EXPECT_DOUBLE_EQ(c.ranks[3].score, 0.5);                                   // others 2, 2, 2, 9
+  EXPECT_DOUBLE_EQ(c.ranks[4].score, 4.5);                                   // others 1, 2, 2, 2
 }
 
 TEST(StragglerDetectorTest, MedianSkipsAbsentAndUnsampledRanks) {
@@ -135,8 +162,8 @@ TEST(StragglerDetectorTest, MedianSkipsAbsentAndUnsampledRanks) {
   EXPECT_DOUBLE_EQ(c.medianAttentionSeconds, 2.0);  // over 1, 2, 3 only
   EXPECT_EQ(c.presentRanks, 4);
   EXPECT_EQ(c.expectedRanks, 5);
-  EXPECT_DOUBLE_EQ(c.ranks[2].score, 1.5);
-  EXPECT_EQ(c.ranks[4].score, 0.0);  // no sampled step: no score
+  EXPECT_DOUBLE_EQ(c.ranks[2].score, 2.0);  // 3 over the others' 1.5
+  EXPECT_EQ(c.ranks[4].score, 0.0);         // no sampled step: no score
   EXPECT_EQ(c.ranks[3].score, 0.0);
 }
 
@@ -338,13 +365,16 @@ TEST(StragglerDetectorTest, DescribesAStragglerWithItsAttribution) {
   const std::vector<std::string> names = {"layers.0.attn", "layers.1.attn", "layers.2.attn",
                                           "layers.3.attn", "layers.4.attn", "layers.5.attn"};
   EXPECT_EQ(StragglerDetector::describe(s, names),
-            "rank 3: 1.42x median attention time for 3 windows; layers.5.attn backward softmax is "
+            "rank 3: 1.42x the other ranks' median attention time for 3 windows; layers.5.attn "
+            "backward softmax is "
             "61% of the excess");
   EXPECT_EQ(StragglerDetector::describe(s, {}),
-            "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of "
+            "rank 3: 1.42x the other ranks' median attention time for 3 windows; layer 5 backward "
+            "softmax is 61% of "
             "the excess");
   EXPECT_EQ(StragglerDetector::describe(s, {"a", "b"}),  // too short: the id
-            "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of "
+            "rank 3: 1.42x the other ranks' median attention time for 3 windows; layer 5 backward "
+            "softmax is 61% of "
             "the excess");
 }
 
@@ -354,8 +384,9 @@ TEST(StragglerDetectorTest, DescribesAStragglerWithoutAttribution) {
   const RankStatus& s = d.last().ranks[3];
   ASSERT_TRUE(s.straggler);
   ASSERT_EQ(s.window.topLayer, -1);
-  EXPECT_EQ(StragglerDetector::describe(s, {"layers.0.attn"}),
-            "rank 3: 1.42x median attention time for 4 windows; no attribution yet");
+  EXPECT_EQ(
+      StragglerDetector::describe(s, {"layers.0.attn"}),
+      "rank 3: 1.42x the other ranks' median attention time for 4 windows; no attribution yet");
 }
 
 TEST(StragglerDetectorTest, DescribesAHungRank) {

@@ -68,8 +68,8 @@ struct RankRow {
   double firstUnix = 0, lastUnix = 0;
   double forwardSeconds = 0;   // median attention forward (+ recompute) time per sampled step
   double backwardSeconds = 0;  // median attention backward time per sampled step
-  double score = 0;            // attention time per step over the median of the other ranks
-  uint64_t badSteps = 0;       // undecodable step records left out
+  double score = 0;       // attention time per step over the median of the other ranks (1 alone)
+  uint64_t badSteps = 0;  // undecodable step records left out
 };
 
 struct StragglerEpisode {

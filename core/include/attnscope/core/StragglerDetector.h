@@ -24,7 +24,7 @@ struct RankStatus {
   bool present = false;
   bool missing = false;  // absent for this round (and since missingSinceRound)
   uint64_t missingSinceRound = 0;
-  double score = 0;           // attention time per sampled step / median over present ranks
+  double score = 0;           // attention time per sampled step / median of the other sampled ranks
   int consecutive = 0;        // consecutive windows with score > threshold
   bool straggler = false;     // consecutive >= windows
   bool hung = false;          // step counter still while others moved for >= hangSeconds
@@ -38,8 +38,8 @@ struct ClusterRound {
   double timeSeconds = 0;  // when the round ran (the caller's clock)
   int presentRanks = 0;
   int expectedRanks = 0;
-  double medianAttentionSeconds = 0;
-  std::vector<RankStatus> ranks;  // indexed by rank
+  double medianAttentionSeconds = 0;  // over all sampled ranks (the scores use the others')
+  std::vector<RankStatus> ranks;      // indexed by rank
   std::vector<int32_t> stragglers;
   std::vector<int32_t> hung;
   std::vector<int32_t> missing;
@@ -48,8 +48,9 @@ struct ClusterRound {
 // Decides which ranks are slow, hung or missing from the rounds' RankWindows. Plain C++, no
 // LibTorch; rank 0 (and every rank that wants to) feeds it each round's gathered windows.
 //
-// Score of a rank for a window: its attention time per sampled step over the median of the present
-// ranks that sampled at least minSampledSteps steps in the window. A rank is a straggler once its
+// Score of a rank for a window: its attention time per sampled step over the median of the other
+// present ranks that sampled at least minSampledSteps steps in the window (the post-run report's
+// definition too; 1 when no other rank sampled). A rank is a straggler once its
 // score exceeded the threshold in `windows` consecutive windows in which it sampled; a window
 // without a sampled step leaves its count as it was; a window at or below the threshold resets it.
 // Hung: a present rank whose lastStep has not changed for >= hangSeconds while at least one other
@@ -63,8 +64,9 @@ class ATTNSCOPE_API StragglerDetector {
   const ClusterRound& update(const std::vector<RankWindow>& windows, double nowSeconds);
   const ClusterRound& last() const { return last_; }
 
-  // "rank 3: 1.42x median attention time for 3 windows; layer 5 backward softmax is 61% of the
-  // excess". layerNames resolves topLayer (an empty or short vector prints "layer <id>").
+  // "rank 3: 1.42x the other ranks' median attention time for 3 windows; layer 5 backward softmax
+  // is 61% of the excess". layerNames resolves topLayer (an empty or short vector prints "layer
+  // <id>").
   static std::string describe(const RankStatus& status, const std::vector<std::string>& layerNames);
 
  private:
