@@ -484,8 +484,8 @@ const std::vector<Setting>& settings() {
           "bytes/s as a number from 1e6 to 1e16, such as 4.8e12", "(calibrated)"),
       boolSetting<&Config::calibrate>(
           kEnvCalibrate,
-          "measure the ceilings that are not set (about 0.3 s at start on a CPU, once per "
-          "process); 0: unset ceilings stay unknown and no bound is claimed"),
+          "measure the ceilings that are not set (about 0.3 s on a CPU, once per machine: "
+          "later ranks read a cache file); 0: unset ceilings stay unknown and no bound is claimed"),
       textSetting<&Config::attentionModules>(
           kEnvAttentionModules, "regex", kRegexAllowed,
           "Python attach: the matching modules are the attention layers, replacing the "

@@ -1,21 +1,28 @@
 #include "Machine.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include <ATen/Functions.h>
 #include <ATen/Parallel.h>
+#include <torch/version.h>
 
 #include "attnscope/core/Log.h"
 
@@ -132,6 +139,8 @@ struct Measured {
   double flops = 0, bytes = 0;
   std::string detail;
   int threads = -1;
+  double measuredUnix = 0;  // when the measurement ran
+  std::string origin;       // "this process" or "cache <path>"
 };
 
 Measured measureHost() {
@@ -154,6 +163,182 @@ Measured measureHost() {
     << (m.threads == 1 ? "" : "s");
   m.detail = d.str();
   return m;
+}
+
+// ---- The machine's ceilings cache
+// ---------------------------------------------------------------- Host ceilings depend on the CPU,
+// the BLAS, LibTorch and its thread count, not on the job, so they are measured once per machine:
+// the first rank to need them measures under an exclusive lock (local ranks that start together
+// wait for it instead of measuring at once, which made each measure a third of what the machine
+// does), writes them to a file keyed by what decides them, and every later rank reads that file
+// (about a millisecond). Entries expire after a week. A cache that cannot be used (no writable
+// directory, a lock held past kLockWaitSeconds) is logged and the rank measures on its own, as
+// before.
+constexpr int kCacheFormat = 1;
+constexpr double kCacheMaxAgeSeconds = 7 * 24 * 3600.0;
+constexpr double kLockWaitSeconds = 20.0;
+
+std::string cacheDirectory() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x == '/')
+    return std::string(x) + "/attnscope";
+  if (const char* h = std::getenv("HOME"); h != nullptr && *h == '/')
+    return std::string(h) + "/.cache/attnscope";
+  return "/tmp/attnscope-" + std::to_string(::getuid());
+}
+
+bool makeDirectories(const std::string& path) {
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string part = path.substr(0, slash);
+    if (::mkdir(part.c_str(), 0755) != 0 && errno != EEXIST) return false;
+    if (slash == std::string::npos) return true;
+  }
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string isoTime(double unix) {
+  const std::time_t t = static_cast<std::time_t>(unix);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// What decides the host ceilings.
+std::string cacheKey(int threads) {
+  std::string blas;
+  ::dl_iterate_phdr(&findBlas, &blas);
+  return "cpu=" + cpuModel() + ";cpus=" + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) +
+         ";blas=" + blas + ";threads=" + std::to_string(threads) +
+         ";torch=" + std::to_string(TORCH_VERSION_MAJOR) + "." +
+         std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH);
+}
+
+bool readCache(const std::string& path, const std::string& key, Measured* out) {
+  std::ifstream in(path);
+  std::string line, k;
+  int format = 0;
+  Measured m;
+  double measuredUnix = 0;
+  if (!(in >> k >> format) || k != "attnscope-ceilings" || format != kCacheFormat) return false;
+  std::getline(in, line);
+  while (std::getline(in, line)) {
+    const size_t space = line.find(' ');
+    if (space == std::string::npos) continue;
+    const std::string name = line.substr(0, space), value = line.substr(space + 1);
+    if (name == "key") k = value;
+    if (name == "flops") m.flops = std::strtod(value.c_str(), nullptr);
+    if (name == "bytes") m.bytes = std::strtod(value.c_str(), nullptr);
+    if (name == "measured_unix") measuredUnix = std::strtod(value.c_str(), nullptr);
+    if (name == "detail") m.detail = value;
+  }
+  const double age = unixNow() - measuredUnix;
+  if (k != key || !(m.flops > 0) || !(m.bytes > 0) || !(age >= 0 && age < kCacheMaxAgeSeconds))
+    return false;
+  m.threads = out->threads;
+  m.measuredUnix = measuredUnix;
+  m.origin = "cache " + path;
+  *out = m;
+  return true;
+}
+
+bool writeCache(const std::string& path, const std::string& key, const Measured& m) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out.precision(17);
+    out << "attnscope-ceilings " << kCacheFormat << "\nkey " << key << "\nflops " << m.flops
+        << "\nbytes " << m.bytes << "\nmeasured_unix " << m.measuredUnix << "\ndetail " << m.detail
+        << "\n";
+    if (!out.flush()) {
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+// An exclusive lock on a file, waited for at most kLockWaitSeconds; released when destroyed.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(lockFile(path)) {}
+  ~FileLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  static int lockFile(const std::string& path);
+  const int fd_;
+};
+
+int FileLock::lockFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return -1;
+  const double deadline = seconds() + kLockWaitSeconds;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || seconds() > deadline) {
+      ::close(fd);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return fd;
+}
+
+Measured measureNow() {
+  Measured m = measureHost();
+  m.measuredUnix = unixNow();
+  m.origin = "this process";
+  return m;
+}
+
+// The host ceilings for `threads`: from the machine's cache, else measured (once at a time per
+// machine) and cached.
+Measured machineMeasurement(int threads) {
+  const std::string dir = cacheDirectory();
+  const std::string key = cacheKey(threads);
+  char name[40];
+  std::snprintf(name, sizeof(name), "/ceilings-%016llx",
+                static_cast<unsigned long long>(fnv1a(key)));
+  const std::string path = dir + name;
+  Measured m;
+  m.threads = threads;
+  if (readCache(path, key, &m)) return m;
+  if (!makeDirectories(dir)) {
+    ATTNSCOPE_LOG(kInfo, "roofline ceilings cache: cannot create "
+                             << dir << " (" << std::strerror(errno) << "); measuring in this rank");
+    return measureNow();
+  }
+  const FileLock lock(path + ".lock");
+  if (!lock.held()) {
+    ATTNSCOPE_LOG(kWarn, "roofline ceilings cache: " << path << ".lock not taken within "
+                                                     << kLockWaitSeconds
+                                                     << " s; measuring in this rank");
+    return measureNow();
+  }
+  // Another rank may have measured while this one waited for the lock.
+  if (!readCache(path, key, &m)) {
+    m = measureNow();
+    if (!writeCache(path, key, m))
+      ATTNSCOPE_LOG(kInfo, "roofline ceilings cache: " << path << " not written");
+  }
+  return m;  // the lock is released here
 }
 
 }  // namespace
@@ -198,7 +383,7 @@ Ceilings machineCeilings(const Config& config, bool deviceTiming) {
     std::lock_guard<std::mutex> lock(mutex);
     if (cached.threads != at::get_num_threads()) {
       try {
-        cached = measureHost();
+        cached = machineMeasurement(at::get_num_threads());
       } catch (const std::exception& e) {
         ATTNSCOPE_LOG(kWarn, "roofline calibration failed (" << e.what() << "); ceilings unknown");
         cached = Measured{};
@@ -210,7 +395,7 @@ Ceilings machineCeilings(const Config& config, bool deviceTiming) {
   if (needFlops) c.peakFlopsPerSecond = m.flops;
   if (needBytes) c.peakBytesPerSecond = m.bytes;
   c.source = (needFlops && needBytes) ? "calibration" : "config+calibration";
-  c.detail = m.detail;
+  c.detail = m.detail + "; measured " + isoTime(m.measuredUnix) + " (" + m.origin + ")";
   ATTNSCOPE_LOG(kInfo, "roofline ceilings (" << c.source << "): " << c.peakFlopsPerSecond * 1e-9
                                              << " GFLOP/s, " << c.peakBytesPerSecond * 1e-9
                                              << " GB/s; " << c.detail << "; took " << seconds() - t0

@@ -12,11 +12,12 @@ namespace detail {
 MachineInfo describeMachine(int localRank);
 
 // The roofline's ceilings (docs/ROOFLINE.md): the configured values, and what is not configured
-// measured once per process when `calibrate` is on: a float32 matmul (1024 x 1024, best of 4) for
-// the flop rate and a 64 MiB copy (best of 5) for the bandwidth, on the CPU with LibTorch's
-// threads. `deviceTiming`: the op times are GPU times, so host measurements would be the wrong
-// roof; then only configured values are used. Never throws: a failed measurement is logged and
-// leaves that ceiling unknown.
+// measured once per machine when `calibrate` is on (the first rank measures under a file lock and
+// caches the result, keyed by CPU, BLAS, LibTorch and threads; the others read it): a float32
+// matmul (1024 x 1024, best of 4) for the flop rate and a 64 MiB copy (best of 5) for the
+// bandwidth, on the CPU with LibTorch's threads. `deviceTiming`: the op times are GPU times, so
+// host measurements would be the wrong roof; then only configured values are used. Never throws: a
+// failed measurement is logged and leaves that ceiling unknown.
 Ceilings machineCeilings(const Config& config, bool deviceTiming);
 
 }  // namespace detail

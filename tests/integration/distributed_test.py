@@ -13,6 +13,9 @@ Cases:
                       intervals and finish cleanly; nothing hangs
   kill_store_host4    SIGKILL rank 0, which serves the store: the others finish cleanly
   hang3               rank 1 stops stepping for 8 s: reported hung, then no longer
+  ceilings_cache4     4 ranks start together on a machine with no ceilings cache: exactly one
+                      measures the roofline's ceilings, the others read its cache file; a second
+                      job only reads; all say when and where from; a foreign entry is not used
 """
 import json
 import os
@@ -93,6 +96,50 @@ def assert_straggler(tmp, world, slow_rank, slow_layer, stderr_text):
     check(f"rank {slow_rank}: " in stderr_text and "median attention time" in stderr_text,
           "no straggler line in rank 0's log")
     print("straggler:", finding["description"])
+
+
+def ceilings_lines(tmp, world):
+    """Each rank's roofline-ceilings log line."""
+    lines = []
+    for r in range(world):
+        with open(os.path.join(tmp, f"err-{r}.log")) as f:
+            found = [l for l in f if "roofline ceilings (calibration)" in l]
+        check(len(found) == 1, f"rank {r}: {len(found)} ceilings lines")
+        lines.append(found[0].strip())
+    return lines
+
+
+def case_ceilings_cache4(tmp):
+    # A machine's first job: its 4 local ranks start together; one measures the ceilings while the
+    # others wait for its lock and read what it wrote. The next job only reads.
+    cache = os.path.join(tmp, "cache")
+    env = dict(base_env(tmp, 1.0), XDG_CACHE_HOME=cache)
+    for run in ("first", "second"):
+        procs = spawn_ranks(4, env, TINY + ["--steps", "10"], tmp)
+        check(wait_all(procs) == [0] * 4, f"{run} run: ranks failed")
+        lines = ceilings_lines(tmp, 4)
+        for line in lines:
+            print(f"{run}: {line}")
+        measured = [l for l in lines if "(this process)" in l]
+        cached = [l for l in lines if "(cache " in l]
+        check(len(measured) == (1 if run == "first" else 0) and len(measured) + len(cached) == 4,
+              f"{run} run: {len(measured)} ranks measured, {len(cached)} read the cache")
+        summaries = [load(tmp, r)["roofline"]["ceilings"] for r in range(4)]
+        check(len({(s["peak_flops_per_second"], s["peak_bytes_per_second"]) for s in summaries}) == 1,
+              f"{run} run: the ranks' ceilings differ: {summaries}")
+        check(all(s["source"] == "calibration" and " measured 20" in s["detail"] for s in summaries),
+              f"{run} run: the summary does not say when they were measured: {summaries[0]}")
+    files = [n for n in os.listdir(os.path.join(cache, "attnscope")) if n.startswith("ceilings-")
+             and not n.endswith(".lock")]
+    check(len(files) == 1, f"cache files {files}")
+    # A cache file from another machine or torch (its key differs) is measured over, not used.
+    path = os.path.join(cache, "attnscope", files[0])
+    text = open(path).read()
+    with open(path, "w") as f:
+        f.write(text.replace("key cpu=", "key cpu=another "))
+    procs = spawn_ranks(1, env, TINY + ["--steps", "3"], tmp)
+    check(wait_all(procs) == [0], "ranks failed")
+    check("(this process)" in ceilings_lines(tmp, 1)[0], "a foreign cache entry was used")
 
 
 def case_store2_sums(tmp):
