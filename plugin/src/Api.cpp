@@ -68,9 +68,10 @@ void start(const Config& config, const DistributedOptions& distributed) {
   auto session = std::make_unique<detail::Session>(config, topology);
   // Before any callback is installed: the calibration's own ops are not the job's.
   const bool deviceTiming = config.gpuTiming != GpuTiming::kOff && detail::acceleratorAvailable();
+  const MachineInfo machine = detail::describeMachine(topology.localRank);
   session->recorder().setMachine(
-      config.roofline ? detail::machineCeilings(config, deviceTiming) : Ceilings{},
-      detail::describeMachine(topology.localRank));
+      config.roofline ? detail::machineCeilings(config, deviceTiming, machine) : Ceilings{},
+      machine);
   session->begin();
   detail::StoreSource source{distributed.store, distributed.aggregationGroup};
   if (!source.group) source.group = detail::takeHandedInGroup();

@@ -213,12 +213,10 @@ std::string isoTime(double unix) {
   return buf;
 }
 
-// What decides the host ceilings.
-std::string cacheKey(int threads) {
-  std::string blas;
-  ::dl_iterate_phdr(&findBlas, &blas);
-  return "cpu=" + cpuModel() + ";cpus=" + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) +
-         ";blas=" + blas + ";threads=" + std::to_string(threads) +
+// What decides the host ceilings: describeMachine()'s CPU, BLAS and threads, and LibTorch.
+std::string cacheKey(const MachineInfo& machine) {
+  return "cpu=" + machine.cpuModel + ";cpus=" + std::to_string(machine.cpuCores) +
+         ";blas=" + machine.blas + ";threads=" + std::to_string(machine.threads) +
          ";torch=" + std::to_string(TORCH_VERSION_MAJOR) + "." +
          std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH);
 }
@@ -310,15 +308,15 @@ Measured measureNow() {
 
 // The host ceilings for `threads`: from the machine's cache, else measured (once at a time per
 // machine) and cached.
-Measured machineMeasurement(int threads) {
+Measured machineMeasurement(const MachineInfo& machine) {
   const std::string dir = cacheDirectory();
-  const std::string key = cacheKey(threads);
+  const std::string key = cacheKey(machine);
   char name[40];
   std::snprintf(name, sizeof(name), "/ceilings-%016llx",
                 static_cast<unsigned long long>(fnv1a(key)));
   const std::string path = dir + name;
   Measured m;
-  m.threads = threads;
+  m.threads = machine.threads;
   if (readCache(path, key, &m)) return m;
   if (!makeDirectories(dir)) {
     ATTNSCOPE_LOG(kInfo, "roofline ceilings cache: cannot create "
@@ -353,7 +351,7 @@ MachineInfo describeMachine(int localRank) {
   return m;
 }
 
-Ceilings machineCeilings(const Config& config, bool deviceTiming) {
+Ceilings machineCeilings(const Config& config, bool deviceTiming, const MachineInfo& machine) {
   Ceilings c;
   c.peakFlopsPerSecond = config.peakFlops;
   c.peakBytesPerSecond = config.peakBandwidth;
@@ -383,7 +381,7 @@ Ceilings machineCeilings(const Config& config, bool deviceTiming) {
     std::lock_guard<std::mutex> lock(mutex);
     if (cached.threads != at::get_num_threads()) {
       try {
-        cached = machineMeasurement(at::get_num_threads());
+        cached = machineMeasurement(machine);
       } catch (const std::exception& e) {
         ATTNSCOPE_LOG(kWarn, "roofline calibration failed (" << e.what() << "); ceilings unknown");
         cached = Measured{};

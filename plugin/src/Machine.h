@@ -18,7 +18,8 @@ MachineInfo describeMachine(int localRank);
 // bandwidth, on the CPU with LibTorch's threads. `deviceTiming`: the op times are GPU times, so
 // host measurements would be the wrong roof; then only configured values are used. Never throws: a
 // failed measurement is logged and leaves that ceiling unknown.
-Ceilings machineCeilings(const Config& config, bool deviceTiming);
+// `machine`: describeMachine()'s, which keys the cache.
+Ceilings machineCeilings(const Config& config, bool deviceTiming, const MachineInfo& machine);
 
 }  // namespace detail
 }  // namespace attnscope
