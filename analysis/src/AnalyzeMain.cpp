@@ -27,9 +27,11 @@ using namespace attnscope::analysis;
 
 constexpr char kUsage[] =
     "usage: attnscope-analyze TRACE_DIR [--html FILE] [--json FILE] [--perfetto FILE]\n"
-    "                         [--threshold X] [--windows N] [--bins N] [--quiet]\n"
+    "                         [--threshold X] [--windows N] [--bins N]\n"
+    "                         [--cell-factor X] [--cell-min-share X] [--quiet]\n"
     "Reads every rank-<r>.sqlite under TRACE_DIR (ATTNSCOPE_TRACE_DIR of the run), finds\n"
-    "stragglers, memory outliers and missing ranks, and writes the reports asked for.\n"
+    "stragglers, cell outliers, memory outliers and missing ranks, and writes the reports asked\n"
+    "for.\n"
     "  --html FILE      one self-contained HTML page with plots\n"
     "  --json FILE      the same figures as JSON (schema attnscope.analysis/1)\n"
     "  --perfetto FILE  Chrome/Perfetto trace; a FILE containing {rank} gives one file per rank\n"
@@ -37,6 +39,10 @@ constexpr char kUsage[] =
     "1.2)\n"
     "  --windows N      ...for at least N consecutive time bins (default 3)\n"
     "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
+    "  --cell-factor X  a (rank, layer, phase, op kind) cell is an outlier at X x the other\n"
+    "                   ranks' median of the same cell (default 1.5, 1.01 to 100)...\n"
+    "  --cell-min-share X  ...and an excess of at least X of the rank's attention time per step\n"
+    "                   (default 0.02, 0 to 1)\n"
     "  --quiet          no summary on stdout\n"
     "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
 constexpr char kUsageEnd[] =
@@ -126,6 +132,10 @@ Args parse(int argc, char** argv) {
       a.options.minBins = integer(flag, v, 1, 1000);
     else if (flag == "--bins")
       a.options.bins = integer(flag, v, 1, 10000);
+    else if (flag == "--cell-factor")
+      a.options.cellFactor = number(flag, v, 1.01, 100);
+    else if (flag == "--cell-min-share")
+      a.options.cellMinShare = number(flag, v, 0, 1);
     else {
       const RecommendationThreshold* threshold = nullptr;
       for (const RecommendationThreshold& t : recommendationThresholds()) {
@@ -177,6 +187,24 @@ void summary(const Analysis& a, std::ostream& out) {
                   e.layer.empty() ? "" : attnscope::opKindName(e.kind), 100 * e.layerShare,
                   100 * e.kindShare);
     out << buf;
+  }
+  for (const CellOutlier& c : a.cellOutliers) {
+    char buf[320];
+    std::snprintf(buf, sizeof(buf),
+                  "  cell outlier: rank %d %s %s %s, %.2fx the other ranks' median (%s vs %s per "
+                  "step, %.0f%% of the rank's attention time; %llu of %llu steps above)%s\n",
+                  c.rank, c.layer.c_str(), attnscope::phaseName(c.phase),
+                  attnscope::opKindName(c.kind), c.factor, text::seconds(c.secondsPerStep).c_str(),
+                  text::seconds(c.othersSecondsPerStep).c_str(), 100 * c.excessShare,
+                  static_cast<unsigned long long>(c.stepsAbove),
+                  static_cast<unsigned long long>(c.steps),
+                  c.rankIsStraggler ? "; the rank is a straggler" : "");
+    out << buf;
+  }
+  if (a.cellOutliersFound > a.cellOutliers.size()) {
+    out << "  (" << a.cellOutliersFound - a.cellOutliers.size()
+        << " smaller cell outliers not listed: the reports keep the " << Analysis::kMaxCellOutliers
+        << " largest)\n";
   }
   for (const MemoryOutlier& m : a.memoryOutliers) {
     out << "  memory outlier: rank " << m.rank << " " << m.layer << " "

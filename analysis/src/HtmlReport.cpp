@@ -669,6 +669,19 @@ std::string HtmlReport::render(const Analysis& a) {
         << html(r.reason) << "</div>\n";
     }
   }
+  for (const CellOutlier& c : a.cellOutliers) {
+    o << "<div class=\"finding warn\"><b>Cell outlier: rank " << c.rank << ", " << html(c.layer)
+      << " " << phaseName(c.phase) << " " << opKindName(c.kind) << "</b>: " << fmt("%.2f", c.factor)
+      << "&times; the other ranks' median (" << html(text::seconds(c.secondsPerStep)) << " vs "
+      << html(text::seconds(c.othersSecondsPerStep)) << " per step; the others "
+      << html(text::seconds(c.othersMinSecondsPerStep)) << " to "
+      << html(text::seconds(c.othersMaxSecondsPerStep)) << "), " << fmt("%.0f", 100 * c.excessShare)
+      << "% of the rank's attention time, above in " << c.stepsAbove << " of " << c.steps
+      << " steps"
+      << (c.rankIsStraggler ? "; the rank is a straggler"
+                            : "; the rank as a whole is not a straggler")
+      << "</div>\n";
+  }
   for (const MemoryOutlier& m : a.memoryOutliers) {
     o << "<div class=\"finding warn\"><b>Memory:</b> rank " << m.rank << " " << html(m.layer) << " "
       << phaseName(m.phase) << " peaks at " << html(text::bytes(static_cast<double>(m.peakBytes)))

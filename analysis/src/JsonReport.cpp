@@ -291,7 +291,23 @@ std::string JsonReport::render(const Analysis& a) {
       << (e.layer.empty() ? "" : opKindName(e.kind))
       << "\", \"op_kind_share\": " << jsonNumber(e.kindShare, "%.4f") << "}";
   }
-  o << (a.stragglers.empty() ? "" : "\n  ") << "],\n  \"memory_outliers\": [";
+  o << (a.stragglers.empty() ? "" : "\n  ") << "],\n  \"cell_outliers\": [";
+  for (size_t i = 0; i < a.cellOutliers.size(); ++i) {
+    const CellOutlier& c = a.cellOutliers[i];
+    o << (i ? ",\n" : "\n") << "    {\"rank\": " << c.rank << ", \"layer\": " << jsonString(c.layer)
+      << ", \"phase\": \"" << phaseName(c.phase) << "\", \"op_kind\": \"" << opKindName(c.kind)
+      << "\", \"factor\": " << jsonNumber(c.factor, "%.4f")
+      << ", \"seconds_per_step\": " << jsonNumber(c.secondsPerStep)
+      << ", \"others_seconds_per_step\": " << jsonNumber(c.othersSecondsPerStep)
+      << ", \"others_min_seconds_per_step\": " << jsonNumber(c.othersMinSecondsPerStep)
+      << ", \"others_max_seconds_per_step\": " << jsonNumber(c.othersMaxSecondsPerStep)
+      << ", \"other_ranks\": " << c.otherRanks
+      << ", \"excess_share\": " << jsonNumber(c.excessShare, "%.4f") << ", \"steps\": " << c.steps
+      << ", \"steps_above\": " << c.stepsAbove
+      << ", \"rank_is_straggler\": " << (c.rankIsStraggler ? "true" : "false") << "}";
+  }
+  o << (a.cellOutliers.empty() ? "" : "\n  ")
+    << "],\n  \"cell_outliers_found\": " << a.cellOutliersFound << ",\n  \"memory_outliers\": [";
   for (size_t i = 0; i < a.memoryOutliers.size(); ++i) {
     const MemoryOutlier& m = a.memoryOutliers[i];
     o << (i ? ",\n" : "\n") << "    {\"rank\": " << m.rank << ", \"layer\": " << jsonString(m.layer)

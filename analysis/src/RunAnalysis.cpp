@@ -41,6 +41,74 @@ struct RankSteps {
 
 int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int>(phase); }
 
+// Cell outliers: per (rank, layer, phase, op kind), the rank's median time per step over the
+// median of the other ranks' medians. Runs after the episodes (it marks the straggler ranks).
+void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
+                      const AnalysisOptions& options, Analysis* a) {
+  std::vector<const RankSteps*> sampled;
+  for (const RankSteps& r : ranks) {
+    if (!r.cells.empty()) sampled.push_back(&r);
+  }
+  if (sampled.size() < 2) return;
+  const size_t numCells = static_cast<size_t>(numSlots) * kCells;
+  // medians[i][c]: rank i's median per step of cell c.
+  std::vector<std::vector<double>> medians(sampled.size(), std::vector<double>(numCells, 0.0));
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const RankSteps& r = *sampled[i];
+    std::vector<double> v(r.cells.size());
+    for (size_t c = 0; c < numCells; ++c) {
+      if (c % kCells == 0) continue;  // the whole call: the straggler score's business
+      for (size_t s = 0; s < r.cells.size(); ++s) v[s] = r.cells[s][c];
+      medians[i][c] = median(v);
+    }
+  }
+  std::vector<CellOutlier> found;
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const RankSteps& r = *sampled[i];
+    const double attention = median(r.attention);
+    if (!(attention > 0)) continue;
+    bool straggler = false;
+    for (const StragglerEpisode& e : a->stragglers) straggler = straggler || e.rank == r.rank;
+    for (size_t c = 0; c < numCells; ++c) {
+      if (c % kCells == 0) continue;
+      std::vector<double> others;
+      for (size_t o = 0; o < sampled.size(); ++o) {
+        if (o != i) others.push_back(medians[o][c]);
+      }
+      const double mine = medians[i][c], typical = median(others);
+      if (!(typical > 0) || mine < options.cellFactor * typical ||
+          mine - typical < options.cellMinShare * attention) {
+        continue;
+      }
+      CellOutlier out;
+      out.rank = r.rank;
+      const int slot = static_cast<int>(c / kCells);
+      out.layer = a->layerNames[static_cast<size_t>(slot / kNumPhases)];
+      out.phase = static_cast<Phase>(slot % kNumPhases);
+      out.kind = static_cast<OpKind>(c % kCells - 1);
+      out.secondsPerStep = mine;
+      out.othersSecondsPerStep = typical;
+      out.othersMinSecondsPerStep = *std::min_element(others.begin(), others.end());
+      out.othersMaxSecondsPerStep = *std::max_element(others.begin(), others.end());
+      out.factor = mine / typical;
+      out.excessShare = (mine - typical) / attention;
+      out.steps = r.cells.size();
+      for (const std::vector<float>& step : r.cells) {
+        if (step[c] > options.cellFactor * typical) ++out.stepsAbove;
+      }
+      out.otherRanks = static_cast<int>(others.size());
+      out.rankIsStraggler = straggler;
+      found.push_back(std::move(out));
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const CellOutlier& x, const CellOutlier& y) {
+    return x.secondsPerStep - x.othersSecondsPerStep > y.secondsPerStep - y.othersSecondsPerStep;
+  });
+  a->cellOutliersFound = found.size();
+  if (found.size() > Analysis::kMaxCellOutliers) found.resize(Analysis::kMaxCellOutliers);
+  a->cellOutliers = std::move(found);
+}
+
 }  // namespace
 
 const char* rankOutcomeName(RankOutcome s) {
@@ -394,6 +462,8 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   std::sort(
       a.stragglers.begin(), a.stragglers.end(),
       [](const StragglerEpisode& x, const StragglerEpisode& y) { return x.maxScore > y.maxScore; });
+
+  findCellOutliers(ranks, numSlots, options, &a);
 
   // Per-layer table and memory.
   for (int l = 0; l < numLayers; ++l) {

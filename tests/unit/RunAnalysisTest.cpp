@@ -133,6 +133,67 @@ TEST(RunAnalysisTest, MemoryOutlierIsNamed) {
   EXPECT_NEAR(a.memoryOutliers[0].ratio, 4.0, 0.01);
 }
 
+// One op kind of one layer 2.1x slower on one rank moves the rank's attention time by under 5%:
+// no straggler, but the cell is named with its factor, and nothing else is.
+TEST(RunAnalysisTest, CellOutlierOnANonStragglerRank) {
+  TempDir dir;
+  const int layoutCopy = static_cast<int>(OpKind::kLayoutCopy);
+  for (int r = 0; r < 4; ++r) {
+    std::string error;
+    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
+    ASSERT_NE(store, nullptr) << error;
+    TraceInterval in;
+    in.meta = testdata::meta(r, 4);
+    in.meta.emplace_back("stop_unix", "1010");
+    in.layerNames = testdata::layerNames(4);
+    for (uint64_t s = 0; s < 200; ++s) {
+      std::vector<TraceCall> calls = testdata::stepCalls(4, 1000 + 10 * (r % 3));
+      if (r == 1) {
+        TraceCall& c = calls[2 * 2 + 1];  // layers.2.attn backward
+        const int64_t extra = c.kinds[layoutCopy].ns * 11 / 10;
+        c.kinds[layoutCopy].ns += extra;
+        c.ns += extra;
+      }
+      in.steps.push_back(testdata::encoded(s, 1000 + 0.05 * (s + 1), 50000000, calls));
+    }
+    ASSERT_TRUE(store->commit(in, &error)) << error;
+  }
+  const Analysis a = analyzeDir(dir.path());
+  EXPECT_TRUE(a.stragglers.empty());
+  EXPECT_LT(a.ranks[1].score, 1.06);
+  ASSERT_EQ(a.cellOutliers.size(), 1u);
+  EXPECT_EQ(a.cellOutliersFound, 1u);
+  const analysis::CellOutlier& c = a.cellOutliers[0];
+  EXPECT_EQ(c.rank, 1);
+  EXPECT_EQ(c.layer, "layers.2.attn");
+  EXPECT_EQ(c.phase, Phase::kBackward);
+  EXPECT_EQ(c.kind, OpKind::kLayoutCopy);
+  // Rank 1's cell: 14 + 15.4 units of 1010 ns; the others' 14 units of 1000, 1020, 1000 ns.
+  EXPECT_NEAR(c.factor, 29.4 * 1010 / 14000, 0.005);
+  EXPECT_EQ(c.otherRanks, 3);
+  EXPECT_EQ(c.steps, 200u);
+  EXPECT_EQ(c.stepsAbove, 200u);
+  EXPECT_FALSE(c.rankIsStraggler);
+  EXPECT_NEAR(c.excessShare, (29.4 * 1010 - 14000) / (351.4 * 1010), 0.001);
+  const std::string json = analysis::JsonReport::render(a);
+  EXPECT_NE(json.find("\"cell_outliers\": [\n    {\"rank\": 1, \"layer\": \"layers.2.attn\", "
+                      "\"phase\": \"backward\", \"op_kind\": \"layout_copy\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(analysis::HtmlReport::render(a).find(
+                "<b>Cell outlier: rank 1, layers.2.attn backward layout_copy</b>"),
+            std::string::npos);
+
+  // A stricter factor leaves it out; the default share floor keeps the ranks' 2% spread out.
+  analysis::AnalysisOptions strict;
+  strict.cellFactor = 2.5;
+  std::vector<analysis::RankTrace> traces;
+  std::vector<analysis::SkippedFile> skipped;
+  std::string error;
+  ASSERT_TRUE(analysis::readTraceDirectory(dir.path(), &traces, &skipped, &error)) << error;
+  EXPECT_TRUE(analysis::analyzeRun(dir.path(), traces, skipped, strict).cellOutliers.empty());
+}
+
 TEST(RunAnalysisTest, PerfettoTraceCarriesDistributedInfo) {
   TempDir dir;
   for (int r = 0; r < 2; ++r) testdata::writeRank(dir.path(), r, 2, 2, 2, 10);

@@ -23,6 +23,11 @@ struct AnalysisOptions {
   // by at least minOutlierBytes) is a memory outlier.
   double memoryFactor = 1.5;
   int64_t minOutlierBytes = 1 << 20;
+  // A (rank, layer, phase, op kind) cell whose median time per step is at least cellFactor × the
+  // median over the other ranks of theirs, by at least cellMinShare of the rank's own attention
+  // time per step, is a cell outlier (whether or not the rank as a whole is a straggler).
+  double cellFactor = 1.5;
+  double cellMinShare = 0.02;
 
   // Recommendations from the roofline cells (docs/ANALYSIS.md):
   // unfused_attention: no fused_attention op ran and softmax + dropout + layout_copy take more
@@ -96,6 +101,23 @@ struct MemoryOutlier {
   int64_t peakBytes = 0;        // the rank's median peak per step
   int64_t medianPeakBytes = 0;  // median of the ranks
   double ratio = 0;
+};
+
+// One op kind of one layer and phase that is slow on one rank against the same cell elsewhere.
+struct CellOutlier {
+  int rank = -1;
+  std::string layer;
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  double secondsPerStep = 0;        // the rank's median time per sampled step in the cell
+  double othersSecondsPerStep = 0;  // median over the other ranks of their medians
+  double othersMinSecondsPerStep = 0, othersMaxSecondsPerStep = 0;
+  double factor = 0;        // secondsPerStep / othersSecondsPerStep
+  double excessShare = 0;   // (secondsPerStep - others) / the rank's attention time per step
+  uint64_t steps = 0;       // the rank's sampled steps
+  uint64_t stepsAbove = 0;  // of which the cell took more than cellFactor × the others' median
+  int otherRanks = 0;       // ranks the others' median is over
+  bool rankIsStraggler = false;  // the rank also has a straggler episode
 };
 
 struct LayerPhaseRow {
@@ -175,6 +197,9 @@ struct Analysis {
   std::vector<int> missingRanks;     // no usable file
   std::vector<StragglerEpisode> stragglers;
   std::vector<MemoryOutlier> memoryOutliers;
+  std::vector<CellOutlier> cellOutliers;  // largest excess first, at most kMaxCellOutliers
+  size_t cellOutliersFound = 0;           // before the cap
+  static constexpr size_t kMaxCellOutliers = 20;
   std::vector<LayerPhaseRow> layers;
   // Timeline: `bins` equal time bins from startUnix; per rank (index as in `ranks`) the median
   // attention time per step in the bin (NaN: no step) and its score.
