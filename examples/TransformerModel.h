@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/dropout.h>
@@ -22,6 +23,7 @@
 #include "StoreGroup.h"
 
 #include "attnscope/MultiheadAttention.h"
+#include "attnscope/core/OpKind.h"
 #include "attnscope/core/Topology.h"
 
 namespace examples {
@@ -39,13 +41,30 @@ struct ModelOptions {
   // forward and backward, averaged so the model stays the same). 1: no injection.
   int64_t slowLayer = -1;
   int64_t slowFactor = 1;
+  // ...or, with slowKind set, only that op kind of the layer's forward takes slowKindFactor times
+  // as long: the same op run again, without gradient, on (slowKindFactor - 1) of its input rows,
+  // inside the layer's scope and counted as that kind.
+  std::string slowKind;
+  double slowKindFactor = 1;
 };
+
+// The op kinds --slow-kind accepts, by name (opKindName).
+const std::vector<attnscope::OpKind>& slowableKinds();
 
 struct EncoderLayerImpl : torch::nn::Module {
   EncoderLayerImpl(const std::string& name, const ModelOptions& o, int64_t repeats);
   torch::Tensor forward(const torch::Tensor& x);  // x: [seq, batch, d_model]
 
   int64_t repeats;  // attention runs per forward (straggler injection)
+  // Op kind injection (ModelOptions::slowKind): the kind and its extra share; 0: none.
+  attnscope::OpKind extraKind = attnscope::OpKind::kOther;
+  double extraShare = 0;
+  int64_t heads = 1;
+  struct ExtraWork {
+    torch::Tensor input;
+    std::function<torch::Tensor(const torch::Tensor&)> op;  // empty: nothing to inject
+  };
+  ExtraWork prepareExtra(const torch::Tensor& x);  // the injected op and its input
   attnscope::MultiheadAttention attn;
   torch::nn::LayerNorm norm1, norm2;
   torch::nn::Linear ff1, ff2;

@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -35,13 +37,14 @@ struct Options {
   double stallAfterS = 0;  // ... this many seconds into training ...
   double stallForS = 0;    // ... for this long: a hang, for hang detection
   bool quiet = false;
-  int64_t contendRank = -1;  // this rank shares its core with a busy thread (a shared node)
+  int64_t contendRank = -1;    // this rank shares its core with busy threads (a shared node)
+  int64_t contendThreads = 1;  // how many: the training thread gets 1 / (1 + N) of the core
 };
 
-// --contend-rank: pins the calling thread and a spinning thread of its own to the last CPU the
-// process may use, so the training thread gets about half of one core: the same ops at about half
-// speed, as on a node shared with another job. Returns false (and pins nothing) with one CPU.
-bool startContention(std::thread* spinner, std::atomic<bool>* stop) {
+// --contend-rank: pins the calling thread and `count` spinning threads of its own to the last CPU
+// the process may use, so the training thread gets about 1 / (1 + count) of one core: the same ops
+// slower, as on a node shared with another job. Returns false (and pins nothing) with one CPU.
+bool startContention(std::vector<std::thread>* spinners, int64_t count, std::atomic<bool>* stop) {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || CPU_COUNT(&allowed) < 2) return false;
@@ -53,34 +56,39 @@ bool startContention(std::thread* spinner, std::atomic<bool>* stop) {
   CPU_ZERO(&one);
   CPU_SET(last, &one);
   if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return false;
-  *spinner = std::thread([one, stop] {
-    pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
-    volatile uint64_t x = 0;
-    while (!stop->load(std::memory_order_relaxed)) x = x + 1;
-  });
+  for (int64_t i = 0; i < count; ++i) {
+    spinners->emplace_back([one, stop] {
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      volatile uint64_t x = 0;
+      while (!stop->load(std::memory_order_relaxed)) x = x + 1;
+    });
+  }
   return true;
 }
 
 void usage(std::ostream& out) {
   out << "usage: train_transformer [--layers N] [--d-model N] [--heads N] [--seq N] [--batch N]\n"
          "                         [--steps N] [--vocab N] [--dropout P] [--lr X] [--threads N]\n"
-         "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]]\n"
+         "                         [--seed N] [--slow-rank R --slow-factor F [--slow-layer L]\n"
+         "                         [--slow-kind KIND]]\n"
          "                         [--timeout-s S] [--grad-sync store|none] [--duration-s S]\n"
          "                         [--stall-rank R --stall-after-s S --stall-for-s T]\n"
-         "                         [--contend-rank R] [--quiet]\n"
+         "                         [--contend-rank R [--contend-threads N]] [--quiet]\n"
          "Trains a transformer encoder on a copy task; attnscope is configured by ATTNSCOPE_*\n"
          "variables (docs/CONFIGURATION.md). Launched with several ranks (torchrun, or mpirun\n"
          "with MASTER_ADDR/MASTER_PORT), gradients are all-reduced through the job's c10d store "
          "(examples/StoreGroup.h).\n"
          "--slow-rank R --slow-factor F makes rank R run layer L's attention F times (real\n"
-         "extra work); L defaults to the middle layer. --grad-sync none trains every rank on its\n"
+         "extra work); L defaults to the middle layer. With --slow-kind KIND (qkv_projection,\n"
+         "score_matmul, softmax, context_matmul, output_projection) only that op kind of layer "
+         "L's\n"
+         "forward takes F times as long (F a number above 1: the op again on F - 1 of its rows).\n"
+         "--grad-sync none trains every rank on its\n"
          "own (attnscope still aggregates, on a store of its own at MASTER_PORT + 1).\n"
          "--stall-rank R makes rank R stop stepping for T seconds after S seconds (a hang).\n"
-         "--contend-rank R pins rank R's training thread to one CPU together with a busy thread "
-         "of\n"
-         "its own (after attnscope measured its ceilings): the same ops at about half speed, as "
-         "on\n"
-         "a node shared with another job.\n";
+         "--contend-rank R pins rank R's training thread to one CPU together with N busy threads\n"
+         "of its own (--contend-threads, default 1; after attnscope measured its ceilings): the\n"
+         "same ops at about 1 / (1 + N) of the speed, as on a node shared with another job.\n";
 }
 
 int64_t intArg(const std::string& flag, const char* value, int64_t lo, int64_t hi) {
@@ -143,8 +151,18 @@ Options parse(int argc, char** argv) {
     else if (flag == "--slow-rank")
       o.slowRank = intArg(flag, v, 0, 1 << 24);
     else if (flag == "--slow-factor")
-      m.slowFactor = intArg(flag, v, 1, 1000);
-    else if (flag == "--slow-layer")
+      m.slowKindFactor = realArg(flag, v, 1.0, 1000.0);
+    else if (flag == "--slow-kind") {
+      m.slowKind = v;
+      bool known = false;
+      std::string allowed;
+      for (attnscope::OpKind k : examples::slowableKinds()) {
+        known = known || m.slowKind == attnscope::opKindName(k);
+        allowed += std::string(allowed.empty() ? "" : ", ") + attnscope::opKindName(k);
+      }
+      if (!known)
+        throw std::invalid_argument("--slow-kind=\"" + m.slowKind + "\": allowed: " + allowed);
+    } else if (flag == "--slow-layer")
       m.slowLayer = intArg(flag, v, 0, 255);
     else if (flag == "--timeout-s")
       o.timeoutS = intArg(flag, v, 1, 86400);
@@ -158,6 +176,8 @@ Options parse(int argc, char** argv) {
       o.stallForS = realArg(flag, v, 0.0, 1e7);
     else if (flag == "--contend-rank")
       o.contendRank = intArg(flag, v, 0, 1 << 24);
+    else if (flag == "--contend-threads")
+      o.contendThreads = intArg(flag, v, 1, 64);
     else if (flag == "--grad-sync") {
       const std::string mode = v;
       if (mode != "store" && mode != "none") {
@@ -166,6 +186,15 @@ Options parse(int argc, char** argv) {
       o.gradSync = mode == "store";
     } else
       throw std::invalid_argument("unknown flag " + flag + " (see --help)");
+  }
+  if (m.slowKind.empty()) {
+    // The whole attention runs F times: F a whole number.
+    if (m.slowKindFactor != std::floor(m.slowKindFactor)) {
+      throw std::invalid_argument("--slow-factor " + std::to_string(m.slowKindFactor) +
+                                  " must be a whole number without --slow-kind (the attention "
+                                  "runs F times)");
+    }
+    m.slowFactor = static_cast<int64_t>(m.slowKindFactor);
   }
   if (m.slowLayer >= m.layers) {
     throw std::invalid_argument("--slow-layer " + std::to_string(m.slowLayer) +
@@ -193,10 +222,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int rank = topology.rank, world = topology.worldSize;
-  if (o.slowRank == rank && o.model.slowFactor > 1) {
+  if (o.slowRank == rank && (o.model.slowFactor > 1 || o.model.slowKindFactor > 1)) {
     if (o.model.slowLayer < 0) o.model.slowLayer = o.model.layers / 2;
   } else {
     o.model.slowFactor = 1;
+    o.model.slowKind.clear();
   }
 
   // The job's own rendezvous and gradient group. attnscope gets the store (c10d-aware), never
@@ -220,9 +250,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.threads > 0) at::set_num_threads(static_cast<int>(o.threads));
-  std::thread spinner;
+  std::vector<std::thread> spinners;
   std::atomic<bool> stopSpinner{false};
-  if (o.contendRank == rank && !startContention(&spinner, &stopSpinner)) {
+  if (o.contendRank == rank && !startContention(&spinners, o.contendThreads, &stopSpinner)) {
     std::cerr << "train_transformer: rank " << rank
               << ": --contend-rank needs at least 2 CPUs; running uncontended\n";
   }
@@ -270,6 +300,6 @@ int main(int argc, char** argv) {
   }
   attnscope::stop();
   stopSpinner = true;
-  if (spinner.joinable()) spinner.join();
+  for (std::thread& spinner : spinners) spinner.join();
   return status;
 }

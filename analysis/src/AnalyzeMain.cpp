@@ -41,8 +41,8 @@ constexpr char kUsage[] =
     "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
     "  --cell-factor X  a (rank, layer, phase, op kind) cell is an outlier at X x the other\n"
     "                   ranks' median of the same cell (default 1.5, 1.01 to 100)...\n"
-    "  --cell-min-share X  ...and an excess of at least X of the rank's attention time per step\n"
-    "                   (default 0.02, 0 to 1)\n"
+    "  --cell-min-share X  ...and an excess of at least X of the rank's time per step in that\n"
+    "                   layer and phase (default 0.05, 0 to 1)\n"
     "  --quiet          no summary on stdout\n"
     "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
 constexpr char kUsageEnd[] =
@@ -192,11 +192,11 @@ void summary(const Analysis& a, std::ostream& out) {
     char buf[320];
     std::snprintf(buf, sizeof(buf),
                   "  cell outlier: rank %d %s %s %s, %.2fx the other ranks' median (%s vs %s per "
-                  "step, %.0f%% of the rank's attention time; %llu of %llu steps above)%s\n",
+                  "step, +%.0f%% on the layer's %s time; %llu of %llu steps above)%s\n",
                   c.rank, c.layer.c_str(), attnscope::phaseName(c.phase),
                   attnscope::opKindName(c.kind), c.factor, text::seconds(c.secondsPerStep).c_str(),
                   text::seconds(c.othersSecondsPerStep).c_str(), 100 * c.excessShare,
-                  static_cast<unsigned long long>(c.stepsAbove),
+                  attnscope::phaseName(c.phase), static_cast<unsigned long long>(c.stepsAbove),
                   static_cast<unsigned long long>(c.steps),
                   c.rankIsStraggler ? "; the rank is a straggler" : "");
     out << buf;

@@ -675,9 +675,9 @@ std::string HtmlReport::render(const Analysis& a) {
       << "&times; the other ranks' median (" << html(text::seconds(c.secondsPerStep)) << " vs "
       << html(text::seconds(c.othersSecondsPerStep)) << " per step; the others "
       << html(text::seconds(c.othersMinSecondsPerStep)) << " to "
-      << html(text::seconds(c.othersMaxSecondsPerStep)) << "), " << fmt("%.0f", 100 * c.excessShare)
-      << "% of the rank's attention time, above in " << c.stepsAbove << " of " << c.steps
-      << " steps"
+      << html(text::seconds(c.othersMaxSecondsPerStep)) << "), +"
+      << fmt("%.0f", 100 * c.excessShare) << "% on the layer's " << phaseName(c.phase)
+      << " time, above in " << c.stepsAbove << " of " << c.steps << " steps"
       << (c.rankIsStraggler ? "; the rank is a straggler"
                             : "; the rank as a whole is not a straggler")
       << "</div>\n";

@@ -57,7 +57,6 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
     const RankSteps& r = *sampled[i];
     std::vector<double> v(r.cells.size());
     for (size_t c = 0; c < numCells; ++c) {
-      if (c % kCells == 0) continue;  // the whole call: the straggler score's business
       for (size_t s = 0; s < r.cells.size(); ++s) v[s] = r.cells[s][c];
       medians[i][c] = median(v);
     }
@@ -65,8 +64,6 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
   std::vector<CellOutlier> found;
   for (size_t i = 0; i < sampled.size(); ++i) {
     const RankSteps& r = *sampled[i];
-    const double attention = median(r.attention);
-    if (!(attention > 0)) continue;
     bool straggler = false;
     for (const StragglerEpisode& e : a->stragglers) straggler = straggler || e.rank == r.rank;
     for (size_t c = 0; c < numCells; ++c) {
@@ -75,9 +72,11 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
       for (size_t o = 0; o < sampled.size(); ++o) {
         if (o != i) others.push_back(medians[o][c]);
       }
+      // What the excess is a share of: the rank's median time per step in the layer and phase.
+      const double layerPhase = medians[i][c - c % kCells];
       const double mine = medians[i][c], typical = median(others);
-      if (!(typical > 0) || mine < options.cellFactor * typical ||
-          mine - typical < options.cellMinShare * attention) {
+      if (!(typical > 0) || !(layerPhase > 0) || mine < options.cellFactor * typical ||
+          mine - typical < options.cellMinShare * layerPhase) {
         continue;
       }
       CellOutlier out;
@@ -91,7 +90,7 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
       out.othersMinSecondsPerStep = *std::min_element(others.begin(), others.end());
       out.othersMaxSecondsPerStep = *std::max_element(others.begin(), others.end());
       out.factor = mine / typical;
-      out.excessShare = (mine - typical) / attention;
+      out.excessShare = (mine - typical) / layerPhase;
       out.steps = r.cells.size();
       for (const std::vector<float>& step : r.cells) {
         if (step[c] > options.cellFactor * typical) ++out.stepsAbove;

@@ -411,6 +411,21 @@ const std::vector<Setting>& settings() {
                                                 "threshold x the median of the other ranks..."),
       intSetting<&Config::stragglerWindows>(kEnvStragglerWindows, 1, 1000,
                                             "...for this many consecutive reporting windows"),
+      floatSetting<&Config::stragglerExitThreshold>(
+          kEnvStragglerExitThreshold, 0, 100,
+          "a straggler stays one until its score is at or below this (1 to "
+          "ATTNSCOPE_STRAGGLER_THRESHOLD; 0: halfway between 1 and the threshold)..."),
+      intSetting<&Config::stragglerExitWindows>(
+          kEnvStragglerExitWindows, 1, 1000,
+          "...for this many consecutive reporting windows (1 and the threshold itself: no "
+          "hysteresis)"),
+      floatSetting<&Config::cellOutlierFactor>(
+          kEnvCellOutlierFactor, 1.01, 100,
+          "a rank's (layer, phase, op kind) cell at this factor x the other ranks' time for it..."),
+      floatSetting<&Config::cellOutlierMinShare>(
+          kEnvCellOutlierMinShare, 0, 1,
+          "...with an excess of at least this share of the rank's time in that layer and phase "
+          "is a cell outlier (for ATTNSCOPE_STRAGGLER_WINDOWS windows)"),
       floatSetting<&Config::hangSeconds>(
           kEnvHangS, 1, 86400,
           "report a rank hung when its step counter stands still this long while others move"),
@@ -540,6 +555,15 @@ void Config::validate() const {
     if (s.check != nullptr) s.check(*this, s);
   }
   // Across settings.
+  if (stragglerExitThreshold != 0 &&
+      (stragglerExitThreshold < 1 || stragglerExitThreshold > stragglerThreshold)) {
+    fail(kEnvStragglerExitThreshold, numberText(stragglerExitThreshold),
+         stragglerExitThreshold < 1
+             ? std::string("is below 1")
+             : "is above ATTNSCOPE_STRAGGLER_THRESHOLD (" + numberText(stragglerThreshold) + ")",
+         "0 (halfway between 1 and the threshold) or 1 to ATTNSCOPE_STRAGGLER_THRESHOLD (" +
+             numberText(stragglerThreshold) + ")");
+  }
   if (!roofline && (peakFlops != 0 || peakBandwidth != 0)) {
     fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth,
          numberText(peakFlops != 0 ? peakFlops : peakBandwidth),

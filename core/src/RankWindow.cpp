@@ -55,6 +55,11 @@ std::vector<double> RankWindow::toVector() const {
   v.push_back(static_cast<double>(controlGeneration));
   v.push_back(controlPaused ? 1.0 : 0.0);
   v.push_back(static_cast<double>(controlSampleEvery));
+  v.push_back(static_cast<double>(cellLayer));
+  v.push_back(static_cast<double>(static_cast<int>(cellPhase)));
+  v.push_back(static_cast<double>(static_cast<int>(cellKind)));
+  v.push_back(cellFactor);
+  v.push_back(cellShare);
   v.resize(kVectorSize, 0.0);
   return v;
 }
@@ -83,6 +88,11 @@ RankWindow RankWindow::fromVector(const double* v) {
   w.controlPaused = v[i++] != 0;
   w.controlSampleEvery =
       std::max<int64_t>(1, std::min<int64_t>(1000000, toInteger<int64_t>(v[i++])));
+  w.cellLayer = toInteger<int32_t>(v[i++]);
+  w.cellPhase = toEnum<Phase>(v[i++], Phase::kForward);
+  w.cellKind = toEnum<OpKind>(v[i++], OpKind::kOther);
+  w.cellFactor = v[i++];
+  w.cellShare = v[i++];
   return w;
 }
 

@@ -96,6 +96,9 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     s.missingSinceRound = !s.missing ? 0 : (prev.missing ? prev.missingSinceRound : next.round);
 
     s.consecutive = prev.consecutive;
+    s.below = prev.below;
+    s.active = prev.active;
+    s.cellConsecutive = prev.cellConsecutive;
     if (sampled(r)) {
       // Over the median of the others, as the post-run report scores (with two ranks the median
       // of both would halve any difference); alone, nobody to be slower than: 1.
@@ -105,9 +108,22 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
         const double others = medianWithout(attention, w.attentionSeconds());
         s.score = others > 0 ? w.attentionSeconds() / others : 0;
       }
-      s.consecutive = s.score > options_.threshold ? prev.consecutive + 1 : 0;
+      if (prev.active) {
+        s.below = s.score <= options_.exitThreshold ? prev.below + 1 : 0;
+        s.active = s.below < options_.exitWindows;
+        s.consecutive = s.active ? prev.consecutive + 1 : 0;
+      } else {
+        s.consecutive = s.score > options_.threshold ? prev.consecutive + 1 : 0;
+        s.active = s.consecutive >= options_.windows;
+        s.below = 0;
+      }
+      const RankWindow& before = prev.window;
+      const bool sameCell = w.cellLayer >= 0 && w.cellLayer == before.cellLayer &&
+                            w.cellPhase == before.cellPhase && w.cellKind == before.cellKind;
+      s.cellConsecutive = w.cellLayer < 0 ? 0 : sameCell ? prev.cellConsecutive + 1 : 1;
     }
-    s.straggler = s.present && s.consecutive >= options_.windows;
+    s.straggler = s.present && s.active;
+    s.cellOutlier = s.present && s.cellConsecutive >= options_.windows;
 
     if (seen(lastStepChange_[r])) s.stalledSeconds = nowSeconds - lastStepChange_[r];
     // Another present rank moved later than this one: the latest change of any present rank is
@@ -123,6 +139,23 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
 
   last_ = std::move(next);
   return last_;
+}
+
+std::string StragglerDetector::describeCell(const RankStatus& status,
+                                            const std::vector<std::string>& layerNames) {
+  const RankWindow& w = status.window;
+  const size_t layer = static_cast<size_t>(w.cellLayer);
+  char buf[200];
+  std::snprintf(buf, sizeof(buf),
+                " %s %s, %.2fx the other ranks' time for it (+%.0f%% on the layer's %s time) "
+                "for %d windows",
+                phaseName(w.cellPhase), opKindName(w.cellKind), w.cellFactor, 100 * w.cellShare,
+                phaseName(w.cellPhase), status.cellConsecutive);
+  return "rank " + std::to_string(status.rank) + ": cell outlier " +
+         (layer < layerNames.size() && !layerNames[layer].empty()
+              ? layerNames[layer]
+              : "layer " + std::to_string(w.cellLayer)) +
+         buf;
 }
 
 std::string StragglerDetector::describe(const RankStatus& status,

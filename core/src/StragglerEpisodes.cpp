@@ -16,14 +16,25 @@ StragglerFinding* ongoingEpisode(std::vector<StragglerFinding>& episodes, int32_
   return nullptr;
 }
 
+std::string layerName(const std::vector<std::string>& names, int32_t id) {
+  return static_cast<size_t>(id) < names.size() ? names[id] : "layer " + std::to_string(id);
+}
+
 // While `active`, extends the rank's ongoing episode to this round, or opens (and logs) a new
 // one. Returns the episode, or null when not active.
 StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const RankStatus& s,
-                                bool active, uint64_t round,
-                                const std::vector<std::string>& names) {
+                                bool active, uint64_t round, const std::vector<std::string>& names,
+                                bool cell = false) {
   if (!active) return nullptr;
   StragglerFinding* f = ongoingEpisode(*episodes, s.rank, round);
-  const std::string description = StragglerDetector::describe(s, names);
+  const RankWindow& w = s.window;
+  if (cell && f != nullptr &&
+      (f->layer != layerName(names, w.cellLayer) || f->phase != w.cellPhase ||
+       f->kind != w.cellKind)) {
+    f = nullptr;  // another cell of the same rank: its own episode
+  }
+  const std::string description =
+      cell ? StragglerDetector::describeCell(s, names) : StragglerDetector::describe(s, names);
   if (f == nullptr) {
     episodes->emplace_back();
     f = &episodes->back();
@@ -39,16 +50,14 @@ StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const R
 }  // namespace
 
 void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names,
-                    std::vector<StragglerFinding>* stragglers,
-                    std::vector<StragglerFinding>* hangs) {
+                    std::vector<StragglerFinding>* stragglers, std::vector<StragglerFinding>* hangs,
+                    std::vector<StragglerFinding>* cellOutliers) {
   for (const RankStatus& s : r.ranks) {
     const bool wasStraggler = ongoingEpisode(*stragglers, s.rank, r.round) != nullptr;
     if (StragglerFinding* f = extendEpisode(stragglers, s, s.straggler, r.round, names)) {
       f->maxScore = std::max(f->maxScore, s.score);
       if (s.window.topLayer >= 0) {
-        f->layer = static_cast<size_t>(s.window.topLayer) < names.size()
-                       ? names[s.window.topLayer]
-                       : "layer " + std::to_string(s.window.topLayer);
+        f->layer = layerName(names, s.window.topLayer);
         f->phase = s.window.topPhase;
         f->kind = s.window.topKind;
         f->share = s.window.topShare;
@@ -57,6 +66,14 @@ void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names
       ATTNSCOPE_LOG(kInfo, "rank " << s.rank << " is no longer a straggler");
     }
     extendEpisode(hangs, s, s.hung || s.missing, r.round, names);
+    if (StragglerFinding* f =
+            extendEpisode(cellOutliers, s, s.cellOutlier, r.round, names, /*cell=*/true)) {
+      f->layer = layerName(names, s.window.cellLayer);
+      f->phase = s.window.cellPhase;
+      f->kind = s.window.cellKind;
+      f->maxScore = std::max(f->maxScore, s.window.cellFactor);
+      f->share = std::max(f->share, s.window.cellShare);
+    }
   }
 }
 

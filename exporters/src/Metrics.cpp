@@ -487,6 +487,34 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
   }
   for (MetricFamily* f : {&score, &flag, &hung, &missing, &perStep, &stepTime, &steps})
     out.push_back(std::move(*f));
+  // Cell outliers: at most one series per rank, present while the rank's cell is flagged (named
+  // whatever ATTNSCOPE_METRICS_LAYERS says: without the layer the finding says nothing).
+  jobScalar("attnscope_cell_outlier_episodes_total", "Cell outlier episodes begun",
+            MetricType::Counter, static_cast<double>(cluster->cellOutliers.size()));
+  MetricFamily cellFactor = family(
+      "attnscope_cell_outlier_factor",
+      "While a rank's (layer, phase, op kind) cell is an outlier: its time over the other ranks' "
+      "for the same cell, last round",
+      MetricType::Gauge);
+  MetricFamily cellShare = family(
+      "attnscope_cell_outlier_share",
+      "While a rank's cell is an outlier: its excess as a share of the rank's attention time",
+      MetricType::Gauge);
+  for (const RankStatus& s : last.ranks) {
+    if (!s.cellOutlier) continue;
+    const RankWindow& w = s.window;
+    const size_t id = static_cast<size_t>(w.cellLayer);
+    const Labels l = with(
+        job, {{"rank", std::to_string(s.rank)},
+              {"layer", id < cluster->layerNames.size() ? cluster->layerNames[id]
+                                                        : "layer " + std::to_string(w.cellLayer)},
+              {"phase", phaseName(w.cellPhase)},
+              {"op_kind", opKindName(w.cellKind)}});
+    addValue(&cellFactor, l, w.cellFactor);
+    addValue(&cellShare, l, w.cellShare);
+  }
+  out.push_back(std::move(cellFactor));
+  out.push_back(std::move(cellShare));
   addStats(&out, "attnscope_job_", job, cluster->stats, layerLabels, /*withMemory=*/false);
   return out;
 }

@@ -117,14 +117,16 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
   out << (firstLayer ? "]" : "\n" + in + "]");
 }
 
-void writeFinding(std::ostream& out, const StragglerFinding& f) {
+// A straggler or hang episode; a cell outlier's (cell) calls its score the factor and its share
+// that of the rank's attention time.
+void writeFinding(std::ostream& out, const StragglerFinding& f, bool cell = false) {
   out << "{\"rank\": " << f.rank << ", \"first_round\": " << f.firstRound
-      << ", \"last_round\": " << f.lastRound << ", \"max_score\": ";
+      << ", \"last_round\": " << f.lastRound << (cell ? ", \"max_factor\": " : ", \"max_score\": ");
   writeNumber(out, f.maxScore);
   out << ", \"layer\": ";
   writeString(out, f.layer);
   out << ", \"phase\": \"" << phaseName(f.phase) << "\", \"op_kind\": \"" << opKindName(f.kind)
-      << "\", \"share_of_excess\": ";
+      << (cell ? "\", \"share_of_layer_phase\": " : "\", \"share_of_excess\": ");
   writeNumber(out, f.share);
   out << ", \"description\": ";
   writeString(out, f.description);
@@ -181,7 +183,13 @@ void writeCluster(std::ostream& out, const ClusterReport& c) {
     out << (i ? ",\n      " : "\n      ");
     writeFinding(out, c.hangs[i]);
   }
-  out << (c.hangs.empty() ? "]" : "\n    ]") << ",\n";
+  out << (c.hangs.empty() ? "]" : "\n    ]");
+  out << ",\n    \"cell_outliers\": [";
+  for (size_t i = 0; i < c.cellOutliers.size(); ++i) {
+    out << (i ? ",\n      " : "\n      ");
+    writeFinding(out, c.cellOutliers[i], /*cell=*/true);
+  }
+  out << (c.cellOutliers.empty() ? "]" : "\n    ]") << ",\n";
   writeLayers(out, c.stats, "    ");
   out << "\n  }";
 }

@@ -27,8 +27,10 @@ std::string toBytes(const std::vector<double>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double));
 }
 
-// This rank's scalars for the window, with its attribution of the previous window's excess.
-RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
+// This rank's scalars for the window, with its attribution of the previous window's excess and
+// its cell outlier.
+RankWindow scalars(const Window& w, int rank, const CellComparison& cells) {
+  const Attribution& attribution = cells.attribution;
   RankWindow r;
   r.rank = rank;
   r.present = true;
@@ -56,6 +58,11 @@ RankWindow scalars(const Window& w, int rank, const Attribution& attribution) {
   r.topPhase = attribution.phase;
   r.topKind = attribution.kind;
   r.topShare = attribution.share;
+  r.cellLayer = cells.outlier.layer;
+  r.cellPhase = cells.outlier.phase;
+  r.cellKind = cells.outlier.kind;
+  r.cellFactor = cells.outlier.factor;
+  r.cellShare = cells.outlier.share;
   return r;
 }
 
@@ -72,6 +79,8 @@ Reporter::Reporter(RoundSource& source, const Config& config, const Topology& to
     StragglerOptions options;
     options.threshold = config.stragglerThreshold;
     options.windows = static_cast<int>(config.stragglerWindows);
+    options.exitThreshold = config.exitThreshold();
+    options.exitWindows = static_cast<int>(config.stragglerExitWindows);
     options.hangSeconds = config.hangSeconds;
     options.minSampledSteps = 3;
     detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, options);
@@ -305,7 +314,7 @@ void Reporter::round(bool collectives) {
   RoundSnapshot snap = source_.snapshot(SnapshotRequest{true, trace_.isOpen()});
   const Window& w = snap.window;
   cumulative_.merge(w.stats);
-  RankWindow mine = scalars(w, topology_.rank, pendingAttribution_);
+  RankWindow mine = scalars(w, topology_.rank, pending_);
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
   // Trace store: committed before the collectives, which may wait on peers.
   trace_.setWindow(mine, w.stats);
@@ -360,7 +369,12 @@ void Reporter::round(bool collectives) {
     }
     bytes += flat.size() * sizeof(double);
     const StatsTable cluster = StatsTable::fromFlat(names, flat);
-    pendingAttribution_ = attributeExcess(w.stats, w.sampledSteps, cluster, clusterSampled);
+    // The other ranks' sum: the all-reduced sum less this rank's own (every figure is a sum).
+    std::vector<double> others = w.stats.flatten();
+    for (size_t i = 0; i < others.size() && i < flat.size(); ++i) others[i] = flat[i] - others[i];
+    pending_ = compareCells(w.stats, w.sampledSteps, StatsTable::fromFlat(names, others),
+                            clusterSampled - w.sampledSteps, config_.cellOutlierFactor,
+                            config_.cellOutlierMinShare);
     std::lock_guard<std::mutex> lock(reportMutex_);
     report_.stats.merge(cluster);
   } else if (!agree) {
@@ -426,7 +440,8 @@ void Reporter::conclude(const std::vector<RankWindow>& windows,
   std::lock_guard<std::mutex> lock(reportMutex_);
   report_.rounds = r.round;
   report_.last = r;
-  updateEpisodes(r, names, &report_.stragglers, &report_.hangs);
+  report_.layerNames = names;
+  updateEpisodes(r, names, &report_.stragglers, &report_.hangs, &report_.cellOutliers);
 }
 
 }  // namespace detail

@@ -90,7 +90,7 @@ class Reporter {
   std::atomic<KeyValueStore*> store_{nullptr};
   void loseStore(const std::string& why);
   std::unique_ptr<StragglerDetector> detector_;
-  Attribution pendingAttribution_;
+  CellComparison pending_;  // this rank's previous window against the other ranks'
 
 #if ATTNSCOPE_WITH_PROMETHEUS
   std::unique_ptr<MetricsServer> metrics_;

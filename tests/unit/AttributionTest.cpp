@@ -73,20 +73,50 @@ TEST(FlattenTest, ChecksumFollowsNamesAndOrder) {
   EXPECT_NE(ab.layersChecksum(), ba.layersChecksum());
 }
 
+// compareCells with the default outlier limits (ATTNSCOPE_CELL_OUTLIER_FACTOR, _MIN_SHARE).
+CellComparison compare(const StatsTable& mine, uint64_t mySteps, const StatsTable& others,
+                       uint64_t otherSteps) {
+  return compareCells(mine, mySteps, others, otherSteps, 1.5, 0.05);
+}
+
 TEST(AttributionTest, NamesTheCellWithTheLargestExcess) {
-  // This rank: softmax in layer b's backward takes 3 ms per step more than the cluster mean,
+  // This rank: softmax in layer b's backward takes 3 ms per step more than the other ranks,
   // layer a's qkv 1 ms more.
   const StatsTable mine = table({call(0, Phase::kForward, OpKind::kQkvProjection, 2000000),
                                  call(1, Phase::kBackward, OpKind::kSoftmax, 4000000)});
-  // Cluster (4 ranks, this one included): sums over 4 sampled steps.
-  const StatsTable cluster = table({call(0, Phase::kForward, OpKind::kQkvProjection, 4000000),
-                                    call(1, Phase::kBackward, OpKind::kSoftmax, 4000000)});
-  const Attribution a = attributeExcess(mine, 1, cluster, 4);
+  // The other 3 ranks: sums over 3 sampled steps, 1 ms per step in each cell.
+  const StatsTable others = table({call(0, Phase::kForward, OpKind::kQkvProjection, 3000000),
+                                   call(1, Phase::kBackward, OpKind::kSoftmax, 3000000)});
+  const CellComparison c = compare(mine, 1, others, 3);
+  const Attribution& a = c.attribution;
   EXPECT_EQ(a.layer, 1);
   EXPECT_EQ(a.phase, Phase::kBackward);
   EXPECT_EQ(a.kind, OpKind::kSoftmax);
   // Medians come from the histogram (within 4.43% of the value): 3 ms of 4 ms excess, about.
   EXPECT_NEAR(a.share, 3.0 / 4.0, 0.05);
+  // Both cells are outliers (2x and 4x); the one with the larger excess is named.
+  EXPECT_EQ(c.outlier.layer, 1);
+  EXPECT_EQ(c.outlier.kind, OpKind::kSoftmax);
+  EXPECT_NEAR(c.outlier.factor, 4.0, 0.4);
+  EXPECT_NEAR(c.outlier.share, 3.0 / 4.0, 0.05);  // of the layer's backward time
+}
+
+TEST(AttributionTest, CellOutlierOnARankThatIsNotSlowOverall) {
+  // Layer a's qkv takes 10 ms per step everywhere; layer b's backward softmax 2 ms here and 1 ms on
+  // the others: the rank is 9% slower overall, the cell 2x.
+  const StatsTable mine = table({call(0, Phase::kForward, OpKind::kQkvProjection, 10000000),
+                                 call(1, Phase::kBackward, OpKind::kSoftmax, 2000000)});
+  const StatsTable others = table({call(0, Phase::kForward, OpKind::kQkvProjection, 30000000),
+                                   call(1, Phase::kBackward, OpKind::kSoftmax, 3000000)});
+  const CellComparison c = compare(mine, 1, others, 3);
+  EXPECT_EQ(c.outlier.layer, 1);
+  EXPECT_EQ(c.outlier.phase, Phase::kBackward);
+  EXPECT_EQ(c.outlier.kind, OpKind::kSoftmax);
+  EXPECT_NEAR(c.outlier.factor, 2.0, 0.2);
+  EXPECT_NEAR(c.outlier.share, 1.0 / 2.0, 0.05);  // of layer b's backward time
+  // Above either limit it is not one.
+  EXPECT_EQ(compareCells(mine, 1, others, 3, 2.5, 0.02).outlier.layer, -1);
+  EXPECT_EQ(compareCells(mine, 1, others, 3, 1.5, 0.6).outlier.layer, -1);
 }
 
 TEST(AttributionTest, OneSlowCallDoesNotOutweighEveryCallBeingSlow) {
@@ -98,23 +128,24 @@ TEST(AttributionTest, OneSlowCallDoesNotOutweighEveryCallBeingSlow) {
     mine.add(call(0, Phase::kForward, OpKind::kSoftmax, i == 0 ? 30000000 : 1000000));
     mine.add(call(1, Phase::kForward, OpKind::kSoftmax, 1500000));
   }
-  StatsTable cluster;  // the typical rank: 1 ms everywhere, 40 calls per layer over 4 ranks
-  cluster.layerId("a");
-  cluster.layerId("b");
-  for (int i = 0; i < 40; ++i) {
-    cluster.add(call(0, Phase::kForward, OpKind::kSoftmax, 1000000));
-    cluster.add(call(1, Phase::kForward, OpKind::kSoftmax, 1000000));
+  StatsTable others;  // the typical rank: 1 ms everywhere, 30 calls per layer over 3 ranks
+  others.layerId("a");
+  others.layerId("b");
+  for (int i = 0; i < 30; ++i) {
+    others.add(call(0, Phase::kForward, OpKind::kSoftmax, 1000000));
+    others.add(call(1, Phase::kForward, OpKind::kSoftmax, 1000000));
   }
-  const Attribution a = attributeExcess(mine, 10, cluster, 40);
-  EXPECT_EQ(a.layer, 1);
-  EXPECT_GT(a.share, 0.9);
+  const CellComparison c = compare(mine, 10, others, 30);
+  EXPECT_EQ(c.attribution.layer, 1);
+  EXPECT_GT(c.attribution.share, 0.9);
 }
 
 TEST(AttributionTest, NoExcessNoAttribution) {
   const StatsTable mine = table({call(0, Phase::kForward, OpKind::kSoftmax, 1000000)});
-  const StatsTable cluster = table({call(0, Phase::kForward, OpKind::kSoftmax, 4000000)});
-  EXPECT_EQ(attributeExcess(mine, 1, cluster, 4).layer, -1);
-  EXPECT_EQ(attributeExcess(mine, 0, cluster, 4).layer, -1);
+  const StatsTable others = table({call(0, Phase::kForward, OpKind::kSoftmax, 3000000)});
+  EXPECT_EQ(compare(mine, 1, others, 3).attribution.layer, -1);
+  EXPECT_EQ(compare(mine, 0, others, 3).attribution.layer, -1);
+  EXPECT_EQ(compare(mine, 1, others, 0).outlier.layer, -1);  // alone: nobody to compare with
 }
 
 }  // namespace

@@ -445,9 +445,9 @@ TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
   cluster.stats = t;
   cluster.last.ranks.resize(4);
   EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)),
-            4635u + 8 * 4 + 5 + 4416);
+            4635u + 8 * 4 + 6 + 4416);
   EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)),
-            123u + 8 * 4 + 5 + 92);
+            123u + 8 * 4 + 6 + 92);
 }
 
 // The roofline (docs/METRICS.md): 5 series per rank, and 6 per (layer, phase, op kind) with
@@ -544,6 +544,40 @@ TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
   EXPECT_TRUE(find(unknown, "attnscope_roofline_bound")->metric.empty());
   EXPECT_EQ(find(unknown, "attnscope_roofline_flops_total")->metric.size(), 2u);
   EXPECT_TRUE(find(unknown, "attnscope_roofline_peak_flops_per_second")->metric.empty());
+}
+
+}  // namespace
+}  // namespace attnscope
+
+namespace attnscope {
+namespace {
+
+TEST(MetricsTest, RankZeroExportsAFlaggedCellOutlierWithItsLabels) {
+  ClusterReport cluster;
+  cluster.layerNames = {"layers.0.attn", "layers.1.attn"};
+  cluster.last.ranks.resize(3);
+  for (int r = 0; r < 3; ++r) cluster.last.ranks[r].rank = r;
+  RankStatus& s = cluster.last.ranks[2];
+  s.cellOutlier = true;
+  s.window.cellLayer = 1;
+  s.window.cellPhase = Phase::kBackward;
+  s.window.cellKind = OpKind::kSoftmax;
+  s.window.cellFactor = 2.5;
+  s.window.cellShare = 0.125;
+  cluster.last.ranks[1].window.cellLayer = 0;  // reported, but not flagged yet: not exported
+  cluster.cellOutliers.resize(1);
+  const std::string text =
+      renderMetrics(buildMetrics(identity(0), RankMetrics{}, StatsTable(), true, &cluster));
+  const std::string labels =
+      "{job=\"test-job\",rank=\"2\",layer=\"layers.1.attn\",phase=\"backward\",op_kind="
+      "\"softmax\"}";
+  EXPECT_NE(text.find("attnscope_cell_outlier_factor" + labels + " 2.5"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("attnscope_cell_outlier_share" + labels + " 0.125"), std::string::npos);
+  EXPECT_NE(text.find("attnscope_cell_outlier_episodes_total{job=\"test-job\"} 1"),
+            std::string::npos);
+  EXPECT_EQ(text.find("attnscope_cell_outlier_factor{job=\"test-job\",rank=\"1\""),
+            std::string::npos);
 }
 
 }  // namespace

@@ -111,9 +111,10 @@ TEST(ReporterTest, StragglerEpisodeOpensAndCloses) {
   ASSERT_EQ(report.stragglers.size(), 1u);
   const StragglerFinding& f = report.stragglers[0];
   EXPECT_EQ(f.rank, 1);
-  // A straggler from the second slow window (ATTNSCOPE_STRAGGLER_WINDOWS=2) to the last slow one.
+  // A straggler from the second slow window (ATTNSCOPE_STRAGGLER_WINDOWS=2) until the third window
+  // back at 1x (ATTNSCOPE_STRAGGLER_EXIT_WINDOWS, default 3): rounds 7 and 8 keep it, 9 ends it.
   EXPECT_EQ(f.firstRound, 2u);
-  EXPECT_EQ(f.lastRound, 6u);
+  EXPECT_EQ(f.lastRound, 8u);
   EXPECT_DOUBLE_EQ(f.maxScore, 3.0);
   EXPECT_NE(f.description.find("rank 1"), std::string::npos) << f.description;
   EXPECT_FALSE(report.last.ranks[1].straggler);

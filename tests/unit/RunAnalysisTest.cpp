@@ -174,7 +174,8 @@ TEST(RunAnalysisTest, CellOutlierOnANonStragglerRank) {
   EXPECT_EQ(c.steps, 200u);
   EXPECT_EQ(c.stepsAbove, 200u);
   EXPECT_FALSE(c.rankIsStraggler);
-  EXPECT_NEAR(c.excessShare, (29.4 * 1010 - 14000) / (351.4 * 1010), 0.001);
+  // Of the rank's layers.2.attn backward time: 56 + 15.4 units of 1010 ns.
+  EXPECT_NEAR(c.excessShare, (29.4 * 1010 - 14000) / (71.4 * 1010), 0.001);
   const std::string json = analysis::JsonReport::render(a);
   EXPECT_NE(json.find("\"cell_outliers\": [\n    {\"rank\": 1, \"layer\": \"layers.2.attn\", "
                       "\"phase\": \"backward\", \"op_kind\": \"layout_copy\""),

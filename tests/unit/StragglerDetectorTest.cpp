@@ -62,6 +62,11 @@ void expectSameWindow(const RankWindow& a, const RankWindow& b) {
   EXPECT_EQ(a.controlGeneration, b.controlGeneration);
   EXPECT_EQ(a.controlPaused, b.controlPaused);
   EXPECT_EQ(a.controlSampleEvery, b.controlSampleEvery);
+  EXPECT_EQ(a.cellLayer, b.cellLayer);
+  EXPECT_EQ(a.cellPhase, b.cellPhase);
+  EXPECT_EQ(a.cellKind, b.cellKind);
+  EXPECT_EQ(a.cellFactor, b.cellFactor);
+  EXPECT_EQ(a.cellShare, b.cellShare);
 }
 
 TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
@@ -86,6 +91,11 @@ TEST(StragglerDetectorTest, VectorRoundTripKeepsEveryField) {
   w.controlGeneration = 12;
   w.controlPaused = true;
   w.controlSampleEvery = 250;
+  w.cellLayer = 3;
+  w.cellPhase = Phase::kBackward;
+  w.cellKind = OpKind::kSoftmax;
+  w.cellFactor = 2.1;
+  w.cellShare = 0.06;
   const std::vector<double> v = w.toVector();
   ASSERT_EQ(v.size(), RankWindow::kVectorSize);
   EXPECT_EQ(v[0], 7.0);   // declaration order: rank first
@@ -212,6 +222,72 @@ TEST(StragglerDetectorTest, AWindowAtOrBelowTheThresholdResetsTheCount) {
   const ClusterRound& back = d.update(roundOf(4, 1, 1.0), 10);
   EXPECT_FALSE(back.ranks[1].straggler);  // recovers at once
   EXPECT_TRUE(back.stragglers.empty());
+}
+
+// The defaults of ATTNSCOPE_STRAGGLER_EXIT_THRESHOLD (halfway: 1.1) and _EXIT_WINDOWS (3).
+StragglerOptions withHysteresis() {
+  StragglerOptions o;
+  o.exitThreshold = 1.1;
+  o.exitWindows = 3;
+  return o;
+}
+
+TEST(StragglerDetectorTest, HysteresisKeepsOneEpisodeThroughADip) {
+  StragglerDetector d(4, withHysteresis());
+  for (int i = 1; i <= 3; ++i) d.update(roundOf(4, 1, 1.5), i);
+  ASSERT_TRUE(d.last().ranks[1].straggler);
+  // One window at 1.0, two between the thresholds: still one straggler, the count of windows at
+  // or below the exit threshold reset by the windows above it.
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.0), 4).ranks[1].straggler);
+  EXPECT_EQ(d.last().ranks[1].below, 1);
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.15), 5).ranks[1].straggler);
+  EXPECT_EQ(d.last().ranks[1].below, 0);
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.15), 6).ranks[1].straggler);
+  EXPECT_EQ(d.last().ranks[1].consecutive, 6);  // windows since it became one... and before
+  // Three windows at or below 1.1 end it, on the third.
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.1), 7).ranks[1].straggler);
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.0), 8).ranks[1].straggler);
+  const ClusterRound& over = d.update(roundOf(4, 1, 1.05), 9);
+  EXPECT_FALSE(over.ranks[1].straggler);
+  EXPECT_EQ(over.ranks[1].consecutive, 0);
+  // Becoming one again takes the full entry count.
+  d.update(roundOf(4, 1, 1.5), 10);
+  EXPECT_FALSE(d.update(roundOf(4, 1, 1.5), 11).ranks[1].straggler);
+  EXPECT_TRUE(d.update(roundOf(4, 1, 1.5), 12).ranks[1].straggler);
+}
+
+TEST(StragglerDetectorTest, WithoutHysteresisOneDipEndsTheEpisode) {
+  StragglerOptions o;  // exit threshold = threshold, one exit window: the detector before 1.1
+  StragglerDetector d(4, o);
+  for (int i = 1; i <= 3; ++i) d.update(roundOf(4, 1, 1.5), i);
+  EXPECT_FALSE(d.update(roundOf(4, 1, 1.15), 4).ranks[1].straggler);
+}
+
+TEST(StragglerDetectorTest, ACellOutlierIsFlaggedAfterTheSameCellInWindowsRounds) {
+  StragglerDetector d(4, withHysteresis());
+  const auto round = [](int32_t layer, OpKind kind) {
+    std::vector<RankWindow> v = roundOf(4, -1, 1.0);
+    v[2].cellLayer = layer;
+    v[2].cellKind = kind;
+    v[2].cellFactor = 2.1;
+    v[2].cellShare = 0.06;
+    return v;
+  };
+  d.update(round(1, OpKind::kSoftmax), 1);
+  d.update(round(1, OpKind::kSoftmax), 2);
+  // Another cell restarts the count; the rank is never a straggler (score 1).
+  EXPECT_EQ(d.update(round(1, OpKind::kDropout), 3).ranks[2].cellConsecutive, 1);
+  d.update(round(1, OpKind::kSoftmax), 4);
+  d.update(round(1, OpKind::kSoftmax), 5);
+  const ClusterRound& c = d.update(round(1, OpKind::kSoftmax), 6);
+  EXPECT_TRUE(c.ranks[2].cellOutlier);
+  EXPECT_FALSE(c.ranks[2].straggler);
+  for (int r : {0, 1, 3}) EXPECT_FALSE(c.ranks[r].cellOutlier);
+  EXPECT_EQ(StragglerDetector::describeCell(c.ranks[2], {"a", "b"}),
+            "rank 2: cell outlier b forward softmax, 2.10x the other ranks' time for it (+6% on "
+            "the layer's forward time) for 3 windows");
+  // A window without a cell outlier clears it.
+  EXPECT_FALSE(d.update(round(-1, OpKind::kOther), 7).ranks[2].cellOutlier);
 }
 
 TEST(StragglerDetectorTest, AWindowWithoutASampledStepLeavesTheCountAlone) {

@@ -24,10 +24,11 @@ struct AnalysisOptions {
   double memoryFactor = 1.5;
   int64_t minOutlierBytes = 1 << 20;
   // A (rank, layer, phase, op kind) cell whose median time per step is at least cellFactor × the
-  // median over the other ranks of theirs, by at least cellMinShare of the rank's own attention
-  // time per step, is a cell outlier (whether or not the rank as a whole is a straggler).
+  // median over the other ranks of theirs, by at least cellMinShare of the rank's own time per
+  // step in that layer and phase, is a cell outlier (whether or not the rank as a whole is a
+  // straggler).
   double cellFactor = 1.5;
-  double cellMinShare = 0.02;
+  double cellMinShare = 0.05;
 
   // Recommendations from the roofline cells (docs/ANALYSIS.md):
   // unfused_attention: no fused_attention op ran and softmax + dropout + layout_copy take more
@@ -113,7 +114,7 @@ struct CellOutlier {
   double othersSecondsPerStep = 0;  // median over the other ranks of their medians
   double othersMinSecondsPerStep = 0, othersMaxSecondsPerStep = 0;
   double factor = 0;        // secondsPerStep / othersSecondsPerStep
-  double excessShare = 0;   // (secondsPerStep - others) / the rank's attention time per step
+  double excessShare = 0;   // (secondsPerStep - others) / the rank's time in the layer and phase
   uint64_t steps = 0;       // the rank's sampled steps
   uint64_t stepsAbove = 0;  // of which the cell took more than cellFactor × the others' median
   int otherRanks = 0;       // ranks the others' median is over

@@ -22,10 +22,29 @@ struct Attribution {
 // in every call, the kind that holds back synchronous training, moves it.
 ATTNSCOPE_API double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps);
 
-// `mine`: this rank's window; `cluster`: the same window summed over all ranks (same layer
-// layout). Each cell's typical time per step on this rank is compared with the cluster's (from
-// the merged histogram); the positive differences are the excess.
-ATTNSCOPE_API Attribution attributeExcess(const StatsTable& mine, uint64_t mySampledSteps,
-                                          const StatsTable& cluster, uint64_t clusterSampledSteps);
+// A cell far above the same cell on the other ranks: its factor and its excess as a share of
+// the rank's time per step in the cell's layer and phase.
+struct CellOutlierCell {
+  int32_t layer = -1;  // -1: none
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  double factor = 0;
+  double share = 0;
+};
+
+struct CellComparison {
+  Attribution attribution;
+  CellOutlierCell outlier;  // the outlier cell with the largest excess
+};
+
+// `mine`: this rank's window; `others`: the same window summed over the other ranks (same layer
+// layout: the all-reduced sum less this rank's). Each cell's typical time per step on this rank is
+// compared with the others' (from their merged histogram); the positive differences are the
+// excess the attribution shares out. A cell at or above `outlierFactor` × the others' typical time
+// whose excess is at least `outlierMinShare` of this rank's time per step in that layer and phase
+// is an outlier.
+ATTNSCOPE_API CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
+                                          const StatsTable& others, uint64_t othersSampledSteps,
+                                          double outlierFactor, double outlierMinShare);
 
 }  // namespace attnscope

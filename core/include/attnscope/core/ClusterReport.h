@@ -41,7 +41,11 @@ struct ClusterReport {
   ClusterRound last;  // the last round's picture
   std::vector<StragglerFinding> stragglers;
   std::vector<StragglerFinding> hangs;
-  StatsTable stats;  // every rank's windows summed (sampled calls of all ranks)
+  // Cell outlier episodes: maxScore is the cell's highest factor, share its excess's share of the
+  // rank's attention time.
+  std::vector<StragglerFinding> cellOutliers;
+  std::vector<std::string> layerNames;  // by id: what the windows' layer ids name
+  StatsTable stats;                     // every rank's windows summed (sampled calls of all ranks)
 };
 
 }  // namespace attnscope

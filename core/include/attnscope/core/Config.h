@@ -22,6 +22,10 @@ constexpr char kEnvMaxLayers[] = "ATTNSCOPE_MAX_LAYERS";
 constexpr char kEnvAggregation[] = "ATTNSCOPE_AGGREGATION";
 constexpr char kEnvStragglerThreshold[] = "ATTNSCOPE_STRAGGLER_THRESHOLD";
 constexpr char kEnvStragglerWindows[] = "ATTNSCOPE_STRAGGLER_WINDOWS";
+constexpr char kEnvStragglerExitThreshold[] = "ATTNSCOPE_STRAGGLER_EXIT_THRESHOLD";
+constexpr char kEnvStragglerExitWindows[] = "ATTNSCOPE_STRAGGLER_EXIT_WINDOWS";
+constexpr char kEnvCellOutlierFactor[] = "ATTNSCOPE_CELL_OUTLIER_FACTOR";
+constexpr char kEnvCellOutlierMinShare[] = "ATTNSCOPE_CELL_OUTLIER_MIN_SHARE";
 constexpr char kEnvHangS[] = "ATTNSCOPE_HANG_S";
 constexpr char kEnvRoundTimeoutS[] = "ATTNSCOPE_ROUND_TIMEOUT_S";
 constexpr char kEnvStorePort[] = "ATTNSCOPE_STORE_PORT";
@@ -89,6 +93,19 @@ struct ATTNSCOPE_API Config {
   // for `stragglerWindows` consecutive windows.
   double stragglerThreshold = 1.2;
   int64_t stragglerWindows = 3;
+  // Hysteresis: a straggler stays one until its score has been at or below the exit threshold
+  // for `stragglerExitWindows` consecutive windows (one dip does not split an episode). 0: halfway
+  // between 1 and stragglerThreshold (exitThreshold() says).
+  double stragglerExitThreshold = 0;
+  int64_t stragglerExitWindows = 3;
+  // A (layer, phase, op kind) cell of a rank at this factor × the other ranks' typical time for it,
+  // with an excess of at least this share of the rank's time per step in that layer and phase, is
+  // a cell outlier (flagged like a straggler after `stragglerWindows` windows).
+  double cellOutlierFactor = 1.5;
+  double cellOutlierMinShare = 0.05;
+  double exitThreshold() const {
+    return stragglerExitThreshold > 0 ? stragglerExitThreshold : 1 + (stragglerThreshold - 1) / 2;
+  }
   // A rank whose step counter stands still this long while others move is reported hung.
   double hangSeconds = 300;
   // Longest an aggregation round (or the group's set-up) may take before the rank gives up on it.

@@ -31,6 +31,14 @@ struct RankWindow {
   Phase topPhase = Phase::kForward;
   OpKind topKind = OpKind::kOther;
   double topShare = 0;
+  // The rank's own cell outlier (previous window): a (layer, phase, op kind) at cellFactor × the
+  // other ranks' typical time for it, cellShare of the rank's time in that layer and phase in
+  // excess.
+  int32_t cellLayer = -1;
+  Phase cellPhase = Phase::kForward;
+  OpKind cellKind = OpKind::kOther;
+  double cellFactor = 0;
+  double cellShare = 0;
   // Runtime control, meaningful in rank 0's window: every rank applies the newest generation.
   uint64_t controlGeneration = 0;
   bool controlPaused = false;
@@ -38,7 +46,7 @@ struct RankWindow {
 
   double attentionSeconds() const { return forwardSeconds + backwardSeconds; }
 
-  static constexpr size_t kVectorSize = 21;
+  static constexpr size_t kVectorSize = 25;
   std::vector<double> toVector() const;
   static RankWindow fromVector(const double* v);  // kVectorSize values
 };

@@ -10,9 +10,11 @@
 namespace attnscope {
 
 struct StragglerOptions {
-  double threshold = 1.2;    // ATTNSCOPE_STRAGGLER_THRESHOLD
-  int windows = 3;           // ATTNSCOPE_STRAGGLER_WINDOWS
-  double hangSeconds = 300;  // ATTNSCOPE_HANG_S
+  double threshold = 1.2;      // ATTNSCOPE_STRAGGLER_THRESHOLD
+  int windows = 3;             // ATTNSCOPE_STRAGGLER_WINDOWS
+  double exitThreshold = 1.2;  // Config::exitThreshold()
+  int exitWindows = 1;         // ATTNSCOPE_STRAGGLER_EXIT_WINDOWS
+  double hangSeconds = 300;    // ATTNSCOPE_HANG_S
   // A window with fewer sampled steps (the short last window at stop, a window cut by sampling)
   // is too small to score: it leaves the rank's count as it was.
   int minSampledSteps = 1;
@@ -24,9 +26,15 @@ struct RankStatus {
   bool present = false;
   bool missing = false;  // absent for this round (and since missingSinceRound)
   uint64_t missingSinceRound = 0;
-  double score = 0;           // attention time per sampled step / median of the other sampled ranks
-  int consecutive = 0;        // consecutive windows with score > threshold
-  bool straggler = false;     // consecutive >= windows
+  double score = 0;  // attention time per sampled step / median of the other sampled ranks
+  // Not a straggler: consecutive windows with score > threshold. A straggler: windows since
+  // it became one (whatever their scores).
+  int consecutive = 0;
+  int below = 0;              // a straggler's consecutive windows at or below the exit threshold
+  bool active = false;        // a straggler, also while absent (straggler needs it present)
+  bool straggler = false;     // present and active
+  int cellConsecutive = 0;    // consecutive windows in which it reported the same cell outlier
+  bool cellOutlier = false;   // present and cellConsecutive >= windows
   bool hung = false;          // step counter still while others moved for >= hangSeconds
   double stalledSeconds = 0;  // how long its step counter has not moved
   uint64_t lastStep = 0;
@@ -50,9 +58,13 @@ struct ClusterRound {
 //
 // Score of a rank for a window: its attention time per sampled step over the median of the other
 // present ranks that sampled at least minSampledSteps steps in the window (the post-run report's
-// definition too; 1 when no other rank sampled). A rank is a straggler once its
-// score exceeded the threshold in `windows` consecutive windows in which it sampled; a window
-// without a sampled step leaves its count as it was; a window at or below the threshold resets it.
+// definition too; 1 when no other rank sampled). A rank becomes a straggler once its
+// score exceeded the threshold in `windows` consecutive windows in which it sampled (a window
+// at or below the threshold resets the count), and stays one until its score has been at or below
+// exitThreshold in `exitWindows` consecutive sampled windows (hysteresis: one dip, or a score
+// between the two thresholds, does not split an episode). A window without a sampled step leaves
+// the counts as they were. A rank's cell outlier (RankWindow::cell*) is flagged once the rank
+// reported the same cell in `windows` consecutive sampled windows.
 // Hung: a present rank whose lastStep has not changed for >= hangSeconds while at least one other
 // present rank's lastStep changed in that time.
 class ATTNSCOPE_API StragglerDetector {
@@ -68,6 +80,10 @@ class ATTNSCOPE_API StragglerDetector {
   // is 61% of the excess". layerNames resolves topLayer (an empty or short vector prints "layer
   // <id>").
   static std::string describe(const RankStatus& status, const std::vector<std::string>& layerNames);
+  // "rank 2: cell outlier layers.1.attn forward softmax, 2.10x the other ranks' time for it (6% of
+  // the rank's attention time) for 3 windows".
+  static std::string describeCell(const RankStatus& status,
+                                  const std::vector<std::string>& layerNames);
 
  private:
   int worldSize_;
