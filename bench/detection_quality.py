@@ -47,6 +47,9 @@ LAYERS = 4
 MODEL = ["--layers", str(LAYERS), "--d-model", "64", "--heads", "4", "--seq", "32", "--batch", "8",
          "--threads", "1", "--quiet", "--steps", "100000000"]
 KINDS = ["softmax", "score_matmul", "context_matmul", "qkv_projection", "output_projection"]
+# The kinds the trials cycle through by default: each at least 4% of its layer's forward time in
+# this model, so 1.5x moves it by 2% of the layer or more (ATTNSCOPE_CELL_OUTLIER_MIN_SHARE).
+DEFAULT_KINDS = ["softmax", "qkv_projection", "output_projection", "score_matmul"]
 
 
 def injection(condition, trial, seed, kinds):
@@ -87,8 +90,8 @@ def run_trial(args, condition, trial):
     if codes != [0] * WORLD:
         raise SystemExit(f"trial {condition}/{trial}: ranks exited {codes}; logs in {tmp}")
     report_json = os.path.join(tmp, "report.json")
-    p = subprocess.run([args.analyze, trace, "--json", report_json, "--quiet"], capture_output=True,
-                       text=True, timeout=120)
+    p = subprocess.run([args.analyze, trace, "--json", report_json, "--quiet"] + args.analyze_arg,
+                       capture_output=True, text=True, timeout=120)
     if p.returncode != 0:
         raise SystemExit(f"trial {condition}/{trial}: analyze exit {p.returncode}: {p.stderr}")
     with open(report_json) as f:
@@ -154,7 +157,10 @@ def run_trial(args, condition, trial):
         result["cell_factor"] = injected[0]["factor"] if injected else None
         score = [x["score"] for x in report["ranks"] if x["rank"] == r]
         result["rank_score"] = score[0] if score else None
-    shutil.rmtree(tmp, ignore_errors=True)
+    if args.keep:
+        result["dir"] = tmp
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 
@@ -209,7 +215,10 @@ def main():
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--conditions", default="1,1.2,1.5,2")
-    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS))
+    ap.add_argument("--analyze-arg", action="append", default=[],
+                    help="an argument for attnscope-analyze (e.g. --analyze-arg=--cell-factor=100)")
+    ap.add_argument("--keep", action="store_true", help="keep each trial's directory")
     ap.add_argument("--set", action="append", default=[],
                     help="NAME=VALUE: an ATTNSCOPE_* setting for every rank")
     ap.add_argument("--json", help="write every trial's figures here")
@@ -239,7 +248,7 @@ def main():
                        "duration_s": args.duration_s, "results": results, "summary": rows}, f,
                       indent=1)
     print(f"\n{args.trials} trials per condition, {WORLD} ranks, {args.duration_s:g} s each; "
-          f"settings {dict(args.set) or 'default'}")
+          f"settings {dict(args.set) or 'default'}; analyze {args.analyze_arg or 'default'}")
     print("| condition | recall live / post | false episodes per rank-hour live / post | "
           "detect s (median) | straggler episodes per injection live / post | cell episodes live "
           "| top cell live / post | injected cell factor | rank score | healthy cells up to |")

@@ -40,9 +40,9 @@ constexpr char kUsage[] =
     "  --windows N      ...for at least N consecutive time bins (default 3)\n"
     "  --bins N         time bins across the run (default: one per ~2 s, 12 to 60)\n"
     "  --cell-factor X  a (rank, layer, phase, op kind) cell is an outlier at X x the other\n"
-    "                   ranks' median of the same cell (default 1.5, 1.01 to 100)...\n"
+    "                   ranks' median of the same cell (default 1.3, 1.01 to 100)...\n"
     "  --cell-min-share X  ...and an excess of at least X of the rank's time per step in that\n"
-    "                   layer and phase (default 0.05, 0 to 1)\n"
+    "                   layer and phase (default 0.02, 0 to 1)\n"
     "  --quiet          no summary on stdout\n"
     "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
 constexpr char kUsageEnd[] =

@@ -27,8 +27,8 @@ struct AnalysisOptions {
   // median over the other ranks of theirs, by at least cellMinShare of the rank's own time per
   // step in that layer and phase, is a cell outlier (whether or not the rank as a whole is a
   // straggler).
-  double cellFactor = 1.5;
-  double cellMinShare = 0.05;
+  double cellFactor = 1.3;
+  double cellMinShare = 0.02;
 
   // Recommendations from the roofline cells (docs/ANALYSIS.md):
   // unfused_attention: no fused_attention op ran and softmax + dropout + layout_copy take more

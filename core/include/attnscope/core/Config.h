@@ -101,8 +101,8 @@ struct ATTNSCOPE_API Config {
   // A (layer, phase, op kind) cell of a rank at this factor × the other ranks' typical time for it,
   // with an excess of at least this share of the rank's time per step in that layer and phase, is
   // a cell outlier (flagged like a straggler after `stragglerWindows` windows).
-  double cellOutlierFactor = 1.5;
-  double cellOutlierMinShare = 0.05;
+  double cellOutlierFactor = 1.3;
+  double cellOutlierMinShare = 0.02;
   double exitThreshold() const {
     return stragglerExitThreshold > 0 ? stragglerExitThreshold : 1 + (stragglerThreshold - 1) / 2;
   }
