@@ -4,6 +4,10 @@ no injection and with one rank's one op kind in one layer slowed 1.2x, 1.5x and 
 work: examples/train_transformer --slow-kind), scored live (rank 0's detector: its rounds and its
 summary) and post-run (attnscope-analyze over the ranks' traces).
 
+Conditions (--conditions): "1" none; "1.5" one op kind of one layer 1.5x (nominal: the op runs
+again on half its rows; the report measures what that came to); "L2" the whole attention of one
+layer twice (the rank a straggler).
+
 Per condition it reports:
   recall          injected trials in which the slowed rank was found: a straggler episode or a
                   cell outlier naming it (live / post-run)
@@ -25,7 +29,7 @@ rank: the detector's before/after comparison runs the same build with different 
         build/analysis/attnscope-analyze --trials 3 --duration-s 30 [--set NAME=VALUE ...] \\
         [--json results.json]
 
-Takes trials x conditions x (duration + ~8 s): 3 x 4 x 38 s = 8 minutes with the defaults.
+Takes trials x conditions x (duration + ~2 s): 3 x 5 x 32 s = 8 minutes with the defaults.
 """
 import argparse
 import json
@@ -53,11 +57,17 @@ DEFAULT_KINDS = ["softmax", "qkv_projection", "output_projection", "score_matmul
 
 
 def injection(condition, trial, seed, kinds):
-    if condition == 1.0:
+    """None for "1"; one op kind for "1.5"; the whole layer's attention for "L2" (run twice)."""
+    if condition == "1":
         return None
     i = seed + trial
-    return {"rank": 1 + i % (WORLD - 1), "layer": i % LAYERS, "kind": kinds[i % len(kinds)],
-            "factor": condition}
+    inj = {"rank": 1 + i % (WORLD - 1), "layer": i % LAYERS, "kind": kinds[i % len(kinds)]}
+    if condition.startswith("L"):
+        inj["kind"] = None
+        inj["factor"] = int(condition[1:])
+    else:
+        inj["factor"] = float(condition)
+    return inj
 
 
 def live_episodes(rounds, rank, column="straggler"):
@@ -80,7 +90,9 @@ def run_trial(args, condition, trial):
     extra = []
     if inj:
         extra = ["--slow-rank", str(inj["rank"]), "--slow-layer", str(inj["layer"]),
-                 "--slow-kind", inj["kind"], "--slow-factor", str(inj["factor"])]
+                 "--slow-factor", str(inj["factor"])]
+        if inj["kind"]:
+            extra += ["--slow-kind", inj["kind"]]
     began = time.time()
     procs = spawn_ranks(args.example, WORLD, env,
                         MODEL + ["--duration-s", str(args.duration_s), "--seed", str(trial)] + extra,
@@ -96,11 +108,11 @@ def run_trial(args, condition, trial):
         raise SystemExit(f"trial {condition}/{trial}: analyze exit {p.returncode}: {p.stderr}")
     with open(report_json) as f:
         report = json.load(f)
-    # The noise floor: the same traces with every cell above 1.01x (share floor as configured)
+    # The noise floor: the same traces with every cell above 1.01x and half the default share
     # listed; the largest factor on a healthy rank is how close noise comes to the cell factor.
     loose_json = os.path.join(tmp, "loose.json")
-    subprocess.run([args.analyze, trace, "--json", loose_json, "--quiet", "--cell-factor", "1.01"],
-                   capture_output=True, text=True, timeout=120)
+    subprocess.run([args.analyze, trace, "--json", loose_json, "--quiet", "--cell-factor", "1.01",
+                    "--cell-min-share", "0.01"], capture_output=True, text=True, timeout=120)
     with open(loose_json) as f:
         loose = json.load(f)
     with open(os.path.join(tmp, "s-0.json")) as f:
@@ -132,6 +144,9 @@ def run_trial(args, condition, trial):
         r = inj["rank"]
         name = f"layers.{inj['layer']}.attn"
         want = (name, "forward", inj["kind"])
+        # A whole layer slowed: the layer is the right answer, whichever phase and kind.
+        matches = ((lambda cell: cell is not None and cell[0] == name) if inj["kind"] is None
+                   else (lambda cell: cell == want))
         first = [runs[0][0] for runs in [live_episodes(rounds, r)] if runs]
         cell_first = [c["first_round"] for c in live_cells if c["rank"] == r]
         flagged = sorted(first + cell_first)
@@ -146,13 +161,19 @@ def run_trial(args, condition, trial):
             eps = [e for e in cluster.get("stragglers", []) if e["rank"] == r and e["layer"]]
             top = eps[-1] if eps else None
         result["live_top_cell"] = (top["layer"], top["phase"], top["op_kind"]) if top else None
-        result["live_top_is_injected"] = result["live_top_cell"] == want
+        result["live_top_is_injected"] = matches(result["live_top_cell"])
         post_cells = report["cell_outliers"]
         post_mine = [c for c in post_cells if c["rank"] == r]
         result["post_found"] = bool(post_mine) or result["post_straggler_episodes"][r] > 0
-        result["post_top_cell"] = ((post_mine[0]["layer"], post_mine[0]["phase"],
-                                    post_mine[0]["op_kind"]) if post_mine else None)
-        result["post_top_is_injected"] = result["post_top_cell"] == want
+        eps = [e for e in report["stragglers"] if e["rank"] == r and e["layer"]]
+        if post_mine:
+            result["post_top_cell"] = (post_mine[0]["layer"], post_mine[0]["phase"],
+                                       post_mine[0]["op_kind"])
+        elif eps:
+            result["post_top_cell"] = (eps[0]["layer"], eps[0]["phase"], eps[0]["op_kind"])
+        else:
+            result["post_top_cell"] = None
+        result["post_top_is_injected"] = matches(result["post_top_cell"])
         injected = [c for c in post_mine if (c["layer"], c["phase"], c["op_kind"]) == want]
         result["cell_factor"] = injected[0]["factor"] if injected else None
         score = [x["score"] for x in report["ranks"] if x["rank"] == r]
@@ -176,7 +197,9 @@ def summarize(results, condition):
             healthy_hours += x["training_s"] / 3600.0
             false_live += x["live_straggler_episodes"][r] + x["live_cell_episodes"][r]
             false_post += x["post_straggler_episodes"][r] + len(x["post_cell_outliers"][r])
-    row = {"condition": "none" if condition == 1.0 else f"{condition:g}x", "trials": len(rs),
+    name = ("none" if condition == "1" else f"layer {condition[1:]}x" if condition.startswith("L")
+            else f"{condition}x kind")
+    row = {"condition": name, "trials": len(rs),
            "healthy_max_cell_factor": max(x["healthy_max_cell_factor"] for x in rs),
            "false_live": false_live, "false_post": false_post,
            "false_live_per_rank_hour": false_live / healthy_hours if healthy_hours else 0,
@@ -214,7 +237,8 @@ def main():
     ap.add_argument("--duration-s", type=float, default=30)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--conditions", default="1,1.2,1.5,2")
+    ap.add_argument("--conditions", default="1,1.2,1.5,2,L2",
+                    help="1: none; X: one op kind X times; LN: the layer's attention N times")
     ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS))
     ap.add_argument("--analyze-arg", action="append", default=[],
                     help="an argument for attnscope-analyze (e.g. --analyze-arg=--cell-factor=100)")
@@ -234,7 +258,14 @@ def main():
             ap.error(f"--set {s!r}: expected ATTNSCOPE_NAME=VALUE")
         pairs.append((name, value))
     args.set = pairs
-    conditions = [float(c) for c in args.conditions.split(",")]
+    conditions = args.conditions.split(",")
+    for c in conditions:
+        try:
+            ok = float(c[1:] if c.startswith("L") else c) >= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            ap.error(f"--conditions: {c!r} is not 1, a factor above 1, or L<whole number>")
     results = []
     for condition in conditions:
         for trial in range(args.trials):
