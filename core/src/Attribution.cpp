@@ -10,12 +10,14 @@ double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps) {
 
 CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                             const StatsTable& others, uint64_t othersSampledSteps,
-                            double outlierFactor, double outlierMinShare) {
+                            double outlierFactor, double outlierMinShare,
+                            const CellOutlierCell& keep) {
   CellComparison out;
   if (mySampledSteps == 0 || othersSampledSteps == 0) return out;
   const auto& a = mine.layers();
   const auto& c = others.layers();
   double total = 0, top = 0, topOutlier = 0;
+  CellOutlierCell keptOutlier;
   for (size_t l = 0; l < a.size() && l < c.size(); ++l) {
     for (int p = 0; p < kNumPhases; ++p) {
       const PhaseStats* pa = a[l].phases[p].get();
@@ -38,14 +40,22 @@ CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
           out.attribution.kind = static_cast<OpKind>(k);
         }
         if (typical > 0 && own >= outlierFactor * typical && layerPhase > 0 &&
-            excess >= outlierMinShare * layerPhase && excess > topOutlier) {
-          topOutlier = excess;
-          out.outlier = {static_cast<int32_t>(l), static_cast<Phase>(p), static_cast<OpKind>(k),
-                         own / typical, excess / layerPhase};
+            excess >= outlierMinShare * layerPhase) {
+          const CellOutlierCell cell{static_cast<int32_t>(l), static_cast<Phase>(p),
+                                     static_cast<OpKind>(k), own / typical, excess / layerPhase};
+          const bool kept =
+              cell.layer == keep.layer && cell.phase == keep.phase && cell.kind == keep.kind;
+          if (kept) {
+            keptOutlier = cell;
+          } else if (excess > topOutlier) {
+            topOutlier = excess;
+            out.outlier = cell;
+          }
         }
       }
     }
   }
+  if (keptOutlier.layer >= 0) out.outlier = keptOutlier;
   if (out.attribution.layer >= 0) out.attribution.share = top / total;
   return out;
 }

@@ -374,7 +374,7 @@ void Reporter::round(bool collectives) {
     for (size_t i = 0; i < others.size() && i < flat.size(); ++i) others[i] = flat[i] - others[i];
     pending_ = compareCells(w.stats, w.sampledSteps, StatsTable::fromFlat(names, others),
                             clusterSampled - w.sampledSteps, config_.cellOutlierFactor,
-                            config_.cellOutlierMinShare);
+                            config_.cellOutlierMinShare, pending_.outlier);
     std::lock_guard<std::mutex> lock(reportMutex_);
     report_.stats.merge(cluster);
   } else if (!agree) {

@@ -114,6 +114,12 @@ TEST(AttributionTest, CellOutlierOnARankThatIsNotSlowOverall) {
   EXPECT_EQ(c.outlier.kind, OpKind::kSoftmax);
   EXPECT_NEAR(c.outlier.factor, 2.0, 0.2);
   EXPECT_NEAR(c.outlier.share, 1.0 / 2.0, 0.05);  // of layer b's backward time
+  // Named last window, a smaller outlier stays named while it is one (no taking turns).
+  const StatsTable twoSlow = table({call(0, Phase::kForward, OpKind::kQkvProjection, 20000000),
+                                    call(1, Phase::kBackward, OpKind::kSoftmax, 2000000)});
+  EXPECT_EQ(compare(twoSlow, 1, others, 3).outlier.layer, 0);  // qkv: 10 ms excess
+  const CellOutlierCell softmax{1, Phase::kBackward, OpKind::kSoftmax, 2, 0.5};
+  EXPECT_EQ(compareCells(twoSlow, 1, others, 3, 1.5, 0.05, softmax).outlier.layer, 1);
   // Above either limit it is not one.
   EXPECT_EQ(compareCells(mine, 1, others, 3, 2.5, 0.02).outlier.layer, -1);
   EXPECT_EQ(compareCells(mine, 1, others, 3, 1.5, 0.6).outlier.layer, -1);

@@ -42,9 +42,12 @@ struct CellComparison {
 // compared with the others' (from their merged histogram); the positive differences are the
 // excess the attribution shares out. A cell at or above `outlierFactor` × the others' typical time
 // whose excess is at least `outlierMinShare` of this rank's time per step in that layer and phase
-// is an outlier.
+// is an outlier. The outlier named is the one with the largest excess, unless `keep` (the cell
+// named last window) is still one: several slow cells of similar size then do not take turns,
+// which would restart the detector's count of windows naming the same cell.
 ATTNSCOPE_API CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                                           const StatsTable& others, uint64_t othersSampledSteps,
-                                          double outlierFactor, double outlierMinShare);
+                                          double outlierFactor, double outlierMinShare,
+                                          const CellOutlierCell& keep = {});
 
 }  // namespace attnscope
