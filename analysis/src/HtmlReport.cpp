@@ -690,7 +690,7 @@ std::string HtmlReport::render(const Analysis& a) {
 
   o << "<h2>Attention time per step, rank &times; time</h2>\n";
   heatmap(o, a);
-  o << "<h2>Straggler score over time</h2>\n<div class=\"sub\">A rank's median attention time per "
+  o << "<h2>Straggler score over time</h2>\n<div class=\"sub\">A rank's typical attention time per "
        "step in the bin over "
        "the median of the other ranks; shaded: straggler episodes.</div>\n";
   scoreTimeline(o, a);

@@ -41,6 +41,21 @@ struct RankSteps {
 
 int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int>(phase); }
 
+// A rank's typical attention time per step over the steps `idx`: per (layer, phase) the median
+// time per step, summed, as the live detector's typical time (median call x calls per step). A
+// median of whole-step totals lets a preemption that lands in a different layer in each step
+// raise every step; per layer, it stays the outlier it is.
+double typicalAttention(const RankSteps& r, const std::vector<size_t>& idx, int numSlots) {
+  if (idx.empty()) return kNaN;
+  double sum = 0;
+  std::vector<double> v(idx.size());
+  for (int slot = 0; slot < numSlots; ++slot) {
+    for (size_t j = 0; j < idx.size(); ++j) v[j] = r.cells[idx[j]][static_cast<size_t>(slot) * kCells];
+    sum += median(v);
+  }
+  return sum;
+}
+
 // Cell outliers: per (rank, layer, phase, op kind), the rank's median time per step over the
 // median of the other ranks' medians. Runs after the episodes (it marks the straggler ranks).
 void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
@@ -274,11 +289,18 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     row.forwardSeconds = fwd.empty() ? 0 : median(fwd);
     row.backwardSeconds = bwd.empty() ? 0 : median(bwd);
   }
-  for (const RankSteps& r : ranks) {
+  std::vector<double> typical(ranks.size(), kNaN);  // per rank: over all its steps
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    std::vector<size_t> all(ranks[i].cells.size());
+    for (size_t s = 0; s < all.size(); ++s) all[s] = s;
+    typical[i] = typicalAttention(ranks[i], all, numSlots);
+  }
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const RankSteps& r = ranks[i];
     if (r.attention.empty()) continue;
     std::vector<double> others;
-    for (const RankSteps& o : ranks) {
-      if (o.rank != r.rank && !o.attention.empty()) others.push_back(median(o.attention));
+    for (size_t o = 0; o < ranks.size(); ++o) {
+      if (o != i && !ranks[o].attention.empty()) others.push_back(typical[o]);
     }
     // The live detector's definition (StragglerDetector): over the others' median; alone, 1.
     const double m = median(others);
@@ -286,7 +308,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     if (others.empty()) {
       score = 1.0;
     } else if (m > 0) {
-      score = median(r.attention) / m;
+      score = typical[i] / m;
     }
   }
 
@@ -302,10 +324,10 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   a.binAttentionSeconds.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
   a.binScore.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
   for (const RankSteps& r : ranks) {
-    std::vector<std::vector<double>> perBin(bins);
-    for (size_t i = 0; i < r.attention.size(); ++i)
-      perBin[binOf(r.endUnix[i])].push_back(r.attention[i]);
-    for (int b = 0; b < bins; ++b) a.binAttentionSeconds[rowOf.at(r.rank)][b] = median(perBin[b]);
+    std::vector<std::vector<size_t>> perBin(bins);
+    for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(i);
+    for (int b = 0; b < bins; ++b)
+      a.binAttentionSeconds[rowOf.at(r.rank)][b] = typicalAttention(r, perBin[b], numSlots);
   }
   // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
   // (with two ranks, the median of both would halve any difference).

@@ -42,6 +42,42 @@ StragglerDetector::StragglerDetector(int worldSize, StragglerOptions options)
   for (int r = 0; r < worldSize_; ++r) last_.ranks[static_cast<size_t>(r)].rank = r;
 }
 
+void StragglerDetector::updateCell(const RankWindow& w, const RankStatus& prev,
+                                   RankStatus* s) const {
+  const bool named = w.cellLayer >= 0;
+  if (prev.cellActive) {
+    const bool namesIt =
+        named && w.cellLayer == prev.cellLayer && w.cellPhase == prev.cellPhase &&
+        w.cellKind == prev.cellKind;
+    s->cellMissed = namesIt ? 0 : prev.cellMissed + 1;
+    s->cellActive = s->cellMissed < options_.exitWindows;
+    if (namesIt) {
+      s->cellFactor = w.cellFactor;
+      s->cellShare = w.cellShare;
+    }
+    if (s->cellActive) {
+      s->cellConsecutive = prev.cellConsecutive + 1;
+      return;
+    }
+    s->cellLayer = -1;
+    s->cellConsecutive = 0;  // over; a new cell starts its own count next window
+    return;
+  }
+  const RankWindow& before = prev.window;
+  const bool sameAsBefore = named && w.cellLayer == before.cellLayer &&
+                            w.cellPhase == before.cellPhase && w.cellKind == before.cellKind;
+  s->cellConsecutive = !named ? 0 : sameAsBefore ? prev.cellConsecutive + 1 : 1;
+  s->cellMissed = 0;
+  s->cellActive = s->cellConsecutive >= options_.windows;
+  if (s->cellActive) {
+    s->cellLayer = w.cellLayer;
+    s->cellPhase = w.cellPhase;
+    s->cellKind = w.cellKind;
+    s->cellFactor = w.cellFactor;
+    s->cellShare = w.cellShare;
+  }
+}
+
 const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& windows,
                                               double nowSeconds) {
   const size_t n = static_cast<size_t>(worldSize_);
@@ -99,6 +135,13 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     s.below = prev.below;
     s.active = prev.active;
     s.cellConsecutive = prev.cellConsecutive;
+    s.cellMissed = prev.cellMissed;
+    s.cellActive = prev.cellActive;
+    s.cellLayer = prev.cellLayer;
+    s.cellPhase = prev.cellPhase;
+    s.cellKind = prev.cellKind;
+    s.cellFactor = prev.cellFactor;
+    s.cellShare = prev.cellShare;
     if (sampled(r)) {
       // Over the median of the others, as the post-run report scores (with two ranks the median
       // of both would halve any difference); alone, nobody to be slower than: 1.
@@ -117,13 +160,10 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
         s.active = s.consecutive >= options_.windows;
         s.below = 0;
       }
-      const RankWindow& before = prev.window;
-      const bool sameCell = w.cellLayer >= 0 && w.cellLayer == before.cellLayer &&
-                            w.cellPhase == before.cellPhase && w.cellKind == before.cellKind;
-      s.cellConsecutive = w.cellLayer < 0 ? 0 : sameCell ? prev.cellConsecutive + 1 : 1;
+      updateCell(w, prev, &s);
     }
     s.straggler = s.present && s.active;
-    s.cellOutlier = s.present && s.cellConsecutive >= options_.windows;
+    s.cellOutlier = s.present && s.cellActive;
 
     if (seen(lastStepChange_[r])) s.stalledSeconds = nowSeconds - lastStepChange_[r];
     // Another present rank moved later than this one: the latest change of any present rank is
@@ -143,7 +183,7 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
 
 std::string StragglerDetector::describeCell(const RankStatus& status,
                                             const std::vector<std::string>& layerNames) {
-  const RankWindow& w = status.window;
+  const RankStatus& w = status;
   const size_t layer = static_cast<size_t>(w.cellLayer);
   char buf[200];
   std::snprintf(buf, sizeof(buf),

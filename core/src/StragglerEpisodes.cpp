@@ -27,7 +27,7 @@ StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const R
                                 bool cell = false) {
   if (!active) return nullptr;
   StragglerFinding* f = ongoingEpisode(*episodes, s.rank, round);
-  const RankWindow& w = s.window;
+  const RankStatus& w = s;
   if (cell && f != nullptr &&
       (f->layer != layerName(names, w.cellLayer) || f->phase != w.cellPhase ||
        f->kind != w.cellKind)) {
@@ -68,11 +68,11 @@ void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names
     extendEpisode(hangs, s, s.hung || s.missing, r.round, names);
     if (StragglerFinding* f =
             extendEpisode(cellOutliers, s, s.cellOutlier, r.round, names, /*cell=*/true)) {
-      f->layer = layerName(names, s.window.cellLayer);
-      f->phase = s.window.cellPhase;
-      f->kind = s.window.cellKind;
-      f->maxScore = std::max(f->maxScore, s.window.cellFactor);
-      f->share = std::max(f->share, s.window.cellShare);
+      f->layer = layerName(names, s.cellLayer);
+      f->phase = s.cellPhase;
+      f->kind = s.cellKind;
+      f->maxScore = std::max(f->maxScore, s.cellFactor);
+      f->share = std::max(f->share, s.cellShare);
     }
   }
 }

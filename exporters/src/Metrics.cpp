@@ -502,7 +502,7 @@ std::vector<MetricFamily> buildMetrics(const MetricsIdentity& id, const RankMetr
       MetricType::Gauge);
   for (const RankStatus& s : last.ranks) {
     if (!s.cellOutlier) continue;
-    const RankWindow& w = s.window;
+    const RankStatus& w = s;  // the flagged cell, kept while flagged
     const size_t id = static_cast<size_t>(w.cellLayer);
     const Labels l = with(
         job, {{"rank", std::to_string(s.rank)},

@@ -18,6 +18,10 @@ Cases:
                      its trace) and the report's score of each rank agree within 15%, both show the
                      same excess (a median over both ranks would halve it), and in each round the two
                      ranks' scores are reciprocal
+  cell_outlier3      3 ranks, rank 1's layers.2.attn forward softmax twice as long (--slow-kind): rank
+                     0's /metrics names the cell while it runs, its summary and the post-run report
+                     name it, the rank as a whole stays below the straggler threshold, and no other
+                     rank has a cell outlier
   compare_attention  examples/compare_attention on short sequences: complete table, memory grows
                      quadratically, roofline columns (flops equal the hand count), HTML with plots
 """
@@ -394,6 +398,52 @@ def case_contended_rank2(tmp):
     check(bad.returncode == 2, f"--memory-bound-share 1.5 exit {bad.returncode}")
     check('--memory-bound-share="1.5" is out of range or not a number; allowed: a number from 0 to 1'
           in bad.stderr, f"stderr: {bad.stderr[:300]}")
+
+
+def case_cell_outlier3(tmp):
+    import urllib.request
+    port = free_ports(3)
+    env = dict(base_env(tmp, 1.0), ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port))
+    duration = 20
+    procs = spawn_ranks(3, env, TINY + ["--steps", "100000000", "--duration-s", str(duration),
+                                        "--slow-rank", "1", "--slow-layer", "2", "--slow-kind",
+                                        "softmax", "--slow-factor", "2"], tmp)
+    # Rank 0 exports the cell once rank 1 named it in 3 consecutive 1 s rounds (its first report
+    # a round after the first window): 5 s in, give it the whole run.
+    want = ('attnscope_cell_outlier_factor{job="attnscope",rank="1",layer="layers.2.attn",'
+            'phase="forward",op_kind="softmax"}')
+    seen, end = None, time.time() + duration
+    while seen is None and time.time() < end and procs[0].poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            seen = next((line for line in text.splitlines() if line.startswith(want)), None)
+        except OSError:
+            pass  # not listening yet
+        time.sleep(0.5)
+    check(wait_all(procs, deadline=120) == [0, 0, 0], "ranks failed")
+    check(seen is not None, f"rank 0's /metrics never had {want}")
+    factor = float(seen.split()[-1])
+    check(factor >= 1.3, f"live factor {factor}")
+    print(f"rank 0's /metrics: {seen}")
+    with open(os.path.join(tmp, "s-0.json")) as f:
+        live = json.load(f)["cluster"]["cell_outliers"]
+    check({(c["rank"], c["layer"], c["phase"], c["op_kind"]) for c in live}
+          == {(1, "layers.2.attn", "forward", "softmax")}, f"summary cell_outliers: {live}")
+    p, report, _ = analyze(tmp)
+    check(p.returncode == 0, f"analyze exit {p.returncode}")
+    cells = report["cell_outliers"]
+    check(cells and (cells[0]["rank"], cells[0]["layer"], cells[0]["phase"], cells[0]["op_kind"])
+          == (1, "layers.2.attn", "forward", "softmax"), f"report cell_outliers: {cells}")
+    check({c["rank"] for c in cells} == {1}, f"cell outliers on healthy ranks: {cells}")
+    c = cells[0]
+    check(c["factor"] >= 1.3 and c["steps_above"] >= c["steps"] // 2, f"evidence: {c}")
+    score = next(r["score"] for r in report["ranks"] if r["rank"] == 1)
+    check(score < 1.2 and not c["rank_is_straggler"],
+          f"rank 1 scored {score}: the rank as a whole should not be a straggler")
+    print(f"report: {c['factor']:.2f}x, +{100 * c['excess_share']:.0f}% of the layer's forward "
+          f"time, rank score {score:.3f}; live {factor:.2f}x")
+    check("cell outlier: rank 1 layers.2.attn forward softmax" in p.stdout, p.stdout)
 
 
 def case_compare_attention(tmp):

@@ -559,12 +559,13 @@ TEST(MetricsTest, RankZeroExportsAFlaggedCellOutlierWithItsLabels) {
   for (int r = 0; r < 3; ++r) cluster.last.ranks[r].rank = r;
   RankStatus& s = cluster.last.ranks[2];
   s.cellOutlier = true;
-  s.window.cellLayer = 1;
-  s.window.cellPhase = Phase::kBackward;
-  s.window.cellKind = OpKind::kSoftmax;
-  s.window.cellFactor = 2.5;
-  s.window.cellShare = 0.125;
+  s.cellLayer = 1;
+  s.cellPhase = Phase::kBackward;
+  s.cellKind = OpKind::kSoftmax;
+  s.cellFactor = 2.5;
+  s.cellShare = 0.125;
   cluster.last.ranks[1].window.cellLayer = 0;  // reported, but not flagged yet: not exported
+  cluster.last.ranks[1].cellLayer = 0;
   cluster.cellOutliers.resize(1);
   const std::string text =
       renderMetrics(buildMetrics(identity(0), RankMetrics{}, StatsTable(), true, &cluster));

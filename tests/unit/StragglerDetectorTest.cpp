@@ -286,8 +286,16 @@ TEST(StragglerDetectorTest, ACellOutlierIsFlaggedAfterTheSameCellInWindowsRounds
   EXPECT_EQ(StragglerDetector::describeCell(c.ranks[2], {"a", "b"}),
             "rank 2: cell outlier b forward softmax, 2.10x the other ranks' time for it (+6% on "
             "the layer's forward time) for 3 windows");
-  // A window without a cell outlier clears it.
-  EXPECT_FALSE(d.update(round(-1, OpKind::kOther), 7).ranks[2].cellOutlier);
+  // Hysteresis: two windows without it (or naming another cell) keep it; the third clears it.
+  EXPECT_TRUE(d.update(round(-1, OpKind::kOther), 7).ranks[2].cellOutlier);
+  const ClusterRound& other = d.update(round(0, OpKind::kDropout), 8);
+  EXPECT_TRUE(other.ranks[2].cellOutlier);
+  EXPECT_EQ(other.ranks[2].cellKind, OpKind::kSoftmax);  // the flagged cell, not the window's
+  EXPECT_TRUE(d.update(round(1, OpKind::kSoftmax), 9).ranks[2].cellOutlier);  // named again
+  for (int i = 10; i < 12; ++i) EXPECT_TRUE(d.update(round(-1, OpKind::kOther), i).ranks[2].cellOutlier);
+  const ClusterRound& gone = d.update(round(-1, OpKind::kOther), 12);
+  EXPECT_FALSE(gone.ranks[2].cellOutlier);
+  EXPECT_EQ(gone.ranks[2].cellLayer, -1);
 }
 
 TEST(StragglerDetectorTest, AWindowWithoutASampledStepLeavesTheCountAlone) {

@@ -203,7 +203,8 @@ struct Analysis {
   static constexpr size_t kMaxCellOutliers = 20;
   std::vector<LayerPhaseRow> layers;
   // Timeline: `bins` equal time bins from startUnix; per rank (index as in `ranks`) the median
-  // attention time per step in the bin (NaN: no step) and its score.
+  // attention time per step in the bin (per layer and phase the median, summed; NaN: no step) and
+  // its score.
   double binSeconds = 0;
   std::vector<std::vector<double>> binAttentionSeconds;
   std::vector<std::vector<double>> binScore;

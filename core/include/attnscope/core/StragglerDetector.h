@@ -33,8 +33,16 @@ struct RankStatus {
   int below = 0;              // a straggler's consecutive windows at or below the exit threshold
   bool active = false;        // a straggler, also while absent (straggler needs it present)
   bool straggler = false;     // present and active
-  int cellConsecutive = 0;    // consecutive windows in which it reported the same cell outlier
-  bool cellOutlier = false;   // present and cellConsecutive >= windows
+  // Cell outliers, with the same hysteresis: flagged once the rank named the same cell in
+  // `windows` consecutive windows, kept until it did not name it in `exitWindows` in a row.
+  int cellConsecutive = 0;  // not flagged: windows in a row naming the same cell; flagged: since
+  int cellMissed = 0;       // flagged: windows in a row not naming the flagged cell
+  bool cellActive = false;  // flagged, also while absent
+  bool cellOutlier = false;  // present and cellActive
+  int32_t cellLayer = -1;    // the flagged cell (kept while flagged), its last factor and share
+  Phase cellPhase = Phase::kForward;
+  OpKind cellKind = OpKind::kOther;
+  double cellFactor = 0, cellShare = 0;
   bool hung = false;          // step counter still while others moved for >= hangSeconds
   double stalledSeconds = 0;  // how long its step counter has not moved
   uint64_t lastStep = 0;
@@ -86,6 +94,8 @@ class ATTNSCOPE_API StragglerDetector {
                                   const std::vector<std::string>& layerNames);
 
  private:
+  void updateCell(const RankWindow& w, const RankStatus& prev, RankStatus* s) const;
+
   int worldSize_;
   StragglerOptions options_;
   ClusterRound last_;
