@@ -24,71 +24,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 CASE, EXAMPLE, SOURCE, ANALYZE = sys.argv[1:5]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ranks import TINY, check, free_ports  # noqa: E402
+from prometheus_server import Prometheus, dashboard_queries, http_get, start_example_job, wait_for  # noqa: E402
 THRESHOLD = 1.2
-
-
-def http_get(url, headers=None, data=None, method=None):
-    req = urllib.request.Request(url, headers=headers or {}, data=data, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
-def wait_for(what, fn, timeout):
-    end = time.time() + timeout
-    last = None
-    while time.time() < end:
-        try:
-            last = fn()
-            if last:
-                return last
-        except (OSError, ValueError, KeyError) as e:
-            last = e
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {str(last)[:500]})")
-
-
-class Prometheus:
-    def __init__(self, tmp, targets_file):
-        self.port = free_ports(1)
-        cfg = os.path.join(tmp, "prometheus.yml")
-        with open(cfg, "w") as f:
-            f.write(f"""global:
-  scrape_interval: 2s
-  scrape_timeout: 2s
-scrape_configs:
-  - job_name: attnscope
-    honor_labels: true
-    file_sd_configs:
-      - files: ['{targets_file}']
-        refresh_interval: 1s
-""")
-        self.log = open(os.path.join(tmp, "prometheus.log"), "w")
-        self.proc = subprocess.Popen(
-            ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={os.path.join(tmp, 'tsdb')}",
-             f"--web.listen-address=127.0.0.1:{self.port}"], stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for("prometheus ready", lambda: http_get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200, 60)
-
-    def query(self, expr):
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        status, body = http_get(url)
-        check(status == 200, f"query {expr!r}: HTTP {status}: {body[:300]}")
-        return json.loads(body)["data"]["result"]
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=30)
 
 
 def promtool_clean(text, where):
@@ -97,33 +39,13 @@ def promtool_clean(text, where):
           f"promtool check metrics on {where}: exit {p.returncode}: {p.stdout[:1000]} {p.stderr[:1000]}")
 
 
-def dashboard_queries():
-    with open(os.path.join(SOURCE, "launch", "grafana", "attnscope.json")) as f:
-        dash = json.load(f)
-    for panel in dash["panels"]:
-        for t in panel["targets"]:
-            # The alert list reads ALERTS, which has data only where launch/prometheus's rules are
-            # loaded and one of them fires; this test's Prometheus loads no rules.
-            if t["expr"].startswith("ALERTS{"):
-                continue
-            yield panel["title"], t["expr"]
-
-
 def case_scrape4_straggler(tmp):
     targets = os.path.join(tmp, "targets.json")
     prom = Prometheus(tmp, targets)
-    metrics_port = free_ports(4)
-    master = free_ports(2)
-    env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1",
-               ATTNSCOPE_PORT=str(metrics_port), ATTNSCOPE_FILE_SD=targets, ATTNSCOPE_JOB="scrape-test",
-               ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token",
-               ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "trace"),
-               OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    cmd = [os.path.join(SOURCE, "launch", "torchrun"), "--nproc_per_node", "4", "--master_port", str(master),
-           "--no_python", EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "75",
-                                              "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"]
-    log = open(os.path.join(tmp, "job.log"), "w")
-    job = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    job, metrics_port = start_example_job(
+        tmp, EXAMPLE, SOURCE, targets, 4, "scrape-test",
+        ["--duration-s", "75", "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"],
+        ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token", ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "trace"))
     try:
         listed = wait_for("the file_sd file", lambda: json.load(open(targets)), 40)
         check(len(listed) == 4, f"file_sd lists {len(listed)} targets, not 4: {listed}")
@@ -150,8 +72,12 @@ def case_scrape4_straggler(tmp):
         # While the job runs (the series are fresh): every dashboard query returns data.
         failures = []
         n = 0
-        for title, expr in dashboard_queries():
-            q = expr.replace("$__rate_interval", "30s").replace("$job", "scrape-test")
+        for title, q in dashboard_queries(SOURCE, "scrape-test"):
+            # The alert list reads ALERTS, which has data only where launch/prometheus's rules are
+            # loaded and one of them fires; this test's Prometheus loads no rules (alerts_test.py's
+            # does, and checks that query).
+            if q.startswith("ALERTS{"):
+                continue
             try:  # rates need two scrapes inside their window: give a young series time
                 wait_for(f"data for {q}", lambda: prom.query(q), 20)
             except AssertionError:
