@@ -50,7 +50,8 @@ double typicalAttention(const RankSteps& r, const std::vector<size_t>& idx, int 
   double sum = 0;
   std::vector<double> v(idx.size());
   for (int slot = 0; slot < numSlots; ++slot) {
-    for (size_t j = 0; j < idx.size(); ++j) v[j] = r.cells[idx[j]][static_cast<size_t>(slot) * kCells];
+    for (size_t j = 0; j < idx.size(); ++j)
+      v[j] = r.cells[idx[j]][static_cast<size_t>(slot) * kCells];
     sum += median(v);
   }
   return sum;

@@ -46,9 +46,8 @@ void StragglerDetector::updateCell(const RankWindow& w, const RankStatus& prev,
                                    RankStatus* s) const {
   const bool named = w.cellLayer >= 0;
   if (prev.cellActive) {
-    const bool namesIt =
-        named && w.cellLayer == prev.cellLayer && w.cellPhase == prev.cellPhase &&
-        w.cellKind == prev.cellKind;
+    const bool namesIt = named && w.cellLayer == prev.cellLayer && w.cellPhase == prev.cellPhase &&
+                         w.cellKind == prev.cellKind;
     s->cellMissed = namesIt ? 0 : prev.cellMissed + 1;
     s->cellActive = s->cellMissed < options_.exitWindows;
     if (namesIt) {

@@ -292,7 +292,8 @@ TEST(StragglerDetectorTest, ACellOutlierIsFlaggedAfterTheSameCellInWindowsRounds
   EXPECT_TRUE(other.ranks[2].cellOutlier);
   EXPECT_EQ(other.ranks[2].cellKind, OpKind::kSoftmax);  // the flagged cell, not the window's
   EXPECT_TRUE(d.update(round(1, OpKind::kSoftmax), 9).ranks[2].cellOutlier);  // named again
-  for (int i = 10; i < 12; ++i) EXPECT_TRUE(d.update(round(-1, OpKind::kOther), i).ranks[2].cellOutlier);
+  for (int i = 10; i < 12; ++i)
+    EXPECT_TRUE(d.update(round(-1, OpKind::kOther), i).ranks[2].cellOutlier);
   const ClusterRound& gone = d.update(round(-1, OpKind::kOther), 12);
   EXPECT_FALSE(gone.ranks[2].cellOutlier);
   EXPECT_EQ(gone.ranks[2].cellLayer, -1);

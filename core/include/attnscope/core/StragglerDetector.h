@@ -30,14 +30,14 @@ struct RankStatus {
   // Not a straggler: consecutive windows with score > threshold. A straggler: windows since
   // it became one (whatever their scores).
   int consecutive = 0;
-  int below = 0;              // a straggler's consecutive windows at or below the exit threshold
-  bool active = false;        // a straggler, also while absent (straggler needs it present)
-  bool straggler = false;     // present and active
+  int below = 0;           // a straggler's consecutive windows at or below the exit threshold
+  bool active = false;     // a straggler, also while absent (straggler needs it present)
+  bool straggler = false;  // present and active
   // Cell outliers, with the same hysteresis: flagged once the rank named the same cell in
   // `windows` consecutive windows, kept until it did not name it in `exitWindows` in a row.
-  int cellConsecutive = 0;  // not flagged: windows in a row naming the same cell; flagged: since
-  int cellMissed = 0;       // flagged: windows in a row not naming the flagged cell
-  bool cellActive = false;  // flagged, also while absent
+  int cellConsecutive = 0;   // not flagged: windows in a row naming the same cell; flagged: since
+  int cellMissed = 0;        // flagged: windows in a row not naming the flagged cell
+  bool cellActive = false;   // flagged, also while absent
   bool cellOutlier = false;  // present and cellActive
   int32_t cellLayer = -1;    // the flagged cell (kept while flagged), its last factor and share
   Phase cellPhase = Phase::kForward;
