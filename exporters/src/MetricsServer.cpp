@@ -1,147 +1,184 @@
 #include "attnscope/exporters/MetricsServer.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
-#include <prometheus/text_serializer.h>
-
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <sstream>
-#include <stdexcept>
 
-#include "attnscope/core/Config.h"
+#include "MetricsEndpoint.h"
 #include "attnscope/core/Log.h"
 
 namespace attnscope {
 namespace {
 
-// /control's sample_every: the range and parsing of ATTNSCOPE_SAMPLE_EVERY's declaration.
-bool parseSampleEvery(const std::string& value, int64_t* out) {
-  if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos) return false;
-  Config probe;
-  try {
-    probe.set(kEnvSampleEvery, value);
-  } catch (const std::invalid_argument&) {
-    return false;
+using detail::MetricsEndpoint;
+
+// libmicrohttpd's memory per connection: the request line and headers must fit (beyond it the
+// client gets 431), with room above MetricsEndpoint::kMaxHeaderBytes so that its 413 is reached.
+constexpr size_t kConnectionMemoryBytes = 64 * 1024;
+
+// One request, from its request line (the URI log callback) to its completion callback.
+struct RequestState {
+  detail::HttpRequest request;
+  bool headersSeen = false;
+  std::chrono::steady_clock::time_point headersAt;
+};
+
+MHD_Result addHeaderBytes(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  *static_cast<size_t*>(cls) += std::strlen(key) + (value ? std::strlen(value) : 0) + 4;
+  return MHD_YES;
+}
+
+void deleteString(void* cls) { delete static_cast<std::string*>(cls); }
+
+MHD_Result respond(MetricsEndpoint& endpoint, MHD_Connection* connection,
+                   const detail::HttpRequest& request) {
+  detail::HttpResponse r = endpoint.handle(request);
+  auto* body = new std::string(std::move(r.body));
+  MHD_Response* response = MHD_create_response_from_buffer_with_free_callback_cls(
+      body->size(), body->data(), &deleteString, body);
+  if (response == nullptr) {
+    delete body;
+    return MHD_NO;
   }
-  *out = probe.sampleEvery;
-  return true;
-}
-
-constexpr size_t kMaxHeaderBytes = 16 * 1024;
-constexpr size_t kMaxBodyBytes = 4 * 1024;
-constexpr int kSocketTimeoutMs = 2000;
-
-// Equal strings in time that depends on the lengths only.
-bool constantTimeEquals(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::string& longer = a.size() >= b.size() ? a : b;
-  for (size_t i = 0; i < longer.size(); ++i) {
-    const unsigned char x = i < a.size() ? a[i] : 0, y = i < b.size() ? b[i] : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
+  MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r.contentType.c_str());
+  if (!r.wwwAuthenticate.empty()) {
+    MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, r.wwwAuthenticate.c_str());
   }
-  return diff == 0;
-}
-
-std::string base64Decode(const std::string& in) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  int bits = 0, buffer = 0;
-  for (char c : in) {
-    const int v = value(c);
-    if (v < 0) break;  // '=' padding or garbage ends the value
-    buffer = (buffer << 6) | v;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
-
-std::string lowerCase(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-const char* reasonPhrase(int status) {
-  switch (status) {
-    case 200:
-      return "OK";
-    case 400:
-      return "Bad Request";
-    case 401:
-      return "Unauthorized";
-    case 404:
-      return "Not Found";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Payload Too Large";
-    default:
-      return "Error";
-  }
-}
-
-bool sendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-void respond(int fd, int status, const std::string& contentType, const std::string& body,
-             const std::string& extraHeaders = "") {
-  std::ostringstream head;
-  head << "HTTP/1.1 " << status << " " << reasonPhrase(status)
-       << "\r\nContent-Type: " << contentType << "\r\nContent-Length: " << body.size() << "\r\n"
-       << extraHeaders << "Connection: close\r\n\r\n";
-  sendAll(fd, head.str() + body);
-}
-
-std::string stateJson(const ControlState& s) {
-  std::ostringstream out;
-  out << "{\"generation\": " << s.generation << ", \"paused\": " << (s.paused ? "true" : "false")
-      << ", \"sample_every\": " << s.sampleEvery
-      << ", \"applies\": \"at the next aggregation round\"}";
-  return out.str();
+  const MHD_Result queued =
+      MHD_queue_response(connection, static_cast<unsigned>(r.status), response);
+  MHD_destroy_response(response);
+  return queued;
 }
 
 }  // namespace
 
-MetricsServer::MetricsServer(const MetricsServerOptions& options) : options_(options) {
-  control_.sampleEvery = options.sampleEvery;
+// libmicrohttpd calls these on its threads; none lets an exception out.
+struct MetricsServer::Callbacks {
+  // The request line has arrived: `uri` is the target as sent (before libmicrohttpd splits and
+  // unescapes it).
+  static void* begin(void*, const char* uri, MHD_Connection*) noexcept {
+    try {
+      auto* state = new RequestState;
+      state->request.target = uri != nullptr ? uri : "";
+      return state;
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+
+  static void completed(void*, MHD_Connection*, void** requestState,
+                        MHD_RequestTerminationCode) noexcept {
+    delete static_cast<RequestState*>(*requestState);
+    *requestState = nullptr;
+  }
+
+  // Called once the headers are in, once per piece of body, and once the request is complete.
+  static MHD_Result access(void* cls, MHD_Connection* connection, const char* url,
+                           const char* method, const char* version, const char* upload,
+                           size_t* uploadSize, void** requestState) noexcept {
+    auto* server = static_cast<MetricsServer*>(cls);
+    try {
+      auto* state = static_cast<RequestState*>(*requestState);
+      if (state == nullptr) {  // begin() could not allocate
+        state = new RequestState;
+        state->request.target = url;
+        *requestState = state;
+      }
+      detail::HttpRequest& request = state->request;
+      const auto now = std::chrono::steady_clock::now();
+      if (!state->headersSeen) {
+        state->headersSeen = true;
+        state->headersAt = now;
+        request.method = method;
+        const char* authorization =
+            MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        if (authorization != nullptr) request.authorization = authorization;
+        request.headerBytes = request.method.size() + request.target.size() + std::strlen(version) +
+                              4;  // two spaces, CRLF
+        MHD_get_connection_values(connection, MHD_HEADER_KIND, &addHeaderBytes,
+                                  &request.headerBytes);
+        const char* length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
+        request.bodyTooLarge = length != nullptr &&
+                               std::strtoull(length, nullptr, 10) > MetricsEndpoint::kMaxBodyBytes;
+        // Answered before the body: libmicrohttpd drops the rest and closes the connection.
+        if (request.bodyTooLarge || request.headerBytes > MetricsEndpoint::kMaxHeaderBytes) {
+          return respond(*server->endpoint_, connection, request);
+        }
+        return MHD_YES;
+      }
+      if (*uploadSize != 0) {
+        if (now - state->headersAt > std::chrono::seconds(server->options_.connectionTimeoutS)) {
+          ATTNSCOPE_LOG(kDebug,
+                        "metrics endpoint: closing a connection whose body is still "
+                        "arriving "
+                            << server->options_.connectionTimeoutS << " s after its headers");
+          return MHD_NO;
+        }
+        if (!request.bodyTooLarge &&
+            request.body.size() + *uploadSize <= MetricsEndpoint::kMaxBodyBytes) {
+          request.body.append(upload, *uploadSize);
+        } else {  // a chunked body beyond the limit: read to its end, answered 413
+          request.bodyTooLarge = true;
+          request.body.clear();
+        }
+        *uploadSize = 0;
+        return MHD_YES;
+      }
+      return respond(*server->endpoint_, connection, request);
+    } catch (const std::exception& e) {
+      ATTNSCOPE_LOG(kDebug, "metrics request failed: " << e.what());
+      return MHD_NO;
+    }
+  }
+
+  // libmicrohttpd's own messages: why a start failed (an error), else what clients did (debug).
+  static void log(void* cls, const char* format, va_list args) noexcept {
+    auto* server = static_cast<MetricsServer*>(cls);
+    char line[512];
+    std::vsnprintf(line, sizeof(line), format, args);
+    std::string message(line);
+    while (!message.empty() && (message.back() == '\n' || message.back() == '\r'))
+      message.pop_back();
+    if (server->starting_.load()) {
+      ATTNSCOPE_LOG(kError, "metrics endpoint (libmicrohttpd): " << message);
+    } else {
+      ATTNSCOPE_LOG(kDebug, "metrics endpoint (libmicrohttpd): " << message);
+    }
+  }
+};
+
+MetricsServer::MetricsServer(const MetricsServerOptions& options)
+    : options_(options),
+      endpoint_(std::make_unique<MetricsEndpoint>(options.credentials, options.controlToken,
+                                                  options.sampleEvery, snapshot_)) {
+  options_.connectionTimeoutS = std::max(1, options_.connectionTimeoutS);
+  options_.threads = std::max(1, options_.threads);
+  options_.maxConnections = std::max(options_.threads, options_.maxConnections);
   const std::string wanted = options.bind + ":" + std::to_string(options.port);
   std::string error;
-  if (!listen(options.port, &error)) {
+  int port = 0;
+  int fd = listen(options.port, &port, &error);
+  if (fd < 0) {
     errors_.fetch_add(1);
     std::string second;
-    if (options.port != 0 && listen(0, &second)) {
+    if (options.port != 0 && (fd = listen(0, &port, &second)) >= 0) {
       fallback_ = true;
       ATTNSCOPE_LOG(kError, "metrics port "
                                 << wanted << " is not available (" << error
-                                << "); serving /metrics on " << options.bind << ":" << port_
+                                << "); serving /metrics on " << options.bind << ":" << port
                                 << " instead (see attnscope_exporter_port and the file_sd file)");
     } else {
       ATTNSCOPE_LOG(kError, "metrics endpoint could not listen on "
@@ -151,15 +188,26 @@ MetricsServer::MetricsServer(const MetricsServerOptions& options) : options_(opt
       return;
     }
   }
-  wakeFd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  thread_ = std::thread([this] { serve(); });
+  if (!start(fd)) {
+    errors_.fetch_add(1);
+    ATTNSCOPE_LOG(kError, "metrics endpoint could not start libmicrohttpd on "
+                              << options.bind << ":" << port
+                              << " (see the message above); Prometheus export is off on this rank");
+    return;
+  }
+  port_ = port;
+  ATTNSCOPE_LOG(kDebug, "metrics endpoint on "
+                            << options.bind << ":" << port_ << ": " << options_.threads
+                            << " threads, up to " << options_.maxConnections
+                            << " connections, connection timeout " << options_.connectionTimeoutS
+                            << " s");
 }
 
-bool MetricsServer::listen(int port, std::string* error) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int MetricsServer::listen(int port, int* bound, std::string* error) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     *error = std::string("socket: ") + std::strerror(errno);
-    return false;
+    return -1;
   }
   const int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -167,178 +215,62 @@ bool MetricsServer::listen(int port, std::string* error) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, options_.bind.c_str(), &addr.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(fd, 64) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(fd, SOMAXCONN) != 0) {
     *error = std::strerror(errno);
     ::close(fd);
-    return false;
+    return -1;
   }
   socklen_t len = sizeof(addr);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  listenFd_ = fd;
-  port_ = ntohs(addr.sin_port);
-  return true;
+  *bound = ntohs(addr.sin_port);
+  return fd;
+}
+
+bool MetricsServer::start(int fd) {
+  // libmicrohttpd closes the socket it is handed, when it stops and when it fails to start: it
+  // gets a duplicate, and this one is closed here either way.
+  const int handed = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (handed < 0) {
+    ATTNSCOPE_LOG(kError,
+                  "metrics endpoint: dup of the listening socket: " << std::strerror(errno));
+    ::close(fd);
+    return false;
+  }
+  if (MHD_is_feature_supported(MHD_FEATURE_AUTOSUPPRESS_SIGPIPE) != MHD_YES) {
+    ATTNSCOPE_LOG(kWarn,
+                  "this libmicrohttpd does not suppress SIGPIPE on its threads: a client "
+                  "that disconnects mid-answer may end the process");
+  }
+  starting_.store(true);
+  daemon_ = MHD_start_daemon(
+      MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Callbacks::access,
+      this, MHD_OPTION_EXTERNAL_LOGGER, static_cast<MHD_LogCallback>(&Callbacks::log), this,
+      MHD_OPTION_LISTEN_SOCKET, handed, MHD_OPTION_THREAD_POOL_SIZE,
+      static_cast<unsigned>(options_.threads),
+      // 0: the system's default stack (glibc's, from RLIMIT_STACK), never a fixed small one.
+      MHD_OPTION_THREAD_STACK_SIZE, static_cast<size_t>(0), MHD_OPTION_CONNECTION_TIMEOUT,
+      static_cast<unsigned>(options_.connectionTimeoutS), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned>(options_.maxConnections), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      kConnectionMemoryBytes, MHD_OPTION_URI_LOG_CALLBACK,
+      static_cast<void* (*)(void*, const char*, MHD_Connection*)>(&Callbacks::begin), this,
+      MHD_OPTION_NOTIFY_COMPLETED, static_cast<MHD_RequestCompletedCallback>(&Callbacks::completed),
+      this, MHD_OPTION_END);
+  starting_.store(false);
+  ::close(fd);
+  return daemon_ != nullptr;
 }
 
 MetricsServer::~MetricsServer() {
-  if (thread_.joinable()) {
-    const uint64_t one = 1;
-    (void)!::write(wakeFd_, &one, sizeof(one));
-    thread_.join();
-  }
-  if (listenFd_ >= 0) ::close(listenFd_);
-  if (wakeFd_ >= 0) ::close(wakeFd_);
+  // Closes every connection, those of stuck clients too, and joins the pool's threads.
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
-void MetricsServer::serve() {
-  while (true) {
-    pollfd fds[2] = {{listenFd_, POLLIN, 0}, {wakeFd_, POLLIN, 0}};
-    const int n = ::poll(fds, 2, -1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 || (fds[1].revents & POLLIN) != 0) break;
-    if ((fds[0].revents & POLLIN) == 0) continue;
-    const int fd = ::accept4(listenFd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    timeval timeout{kSocketTimeoutMs / 1000, (kSocketTimeoutMs % 1000) * 1000};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-    try {
-      handle(fd);
-    } catch (const std::exception& e) {
-      ATTNSCOPE_LOG(kDebug, "metrics request failed: " << e.what());
-    }
-    ::close(fd);
-  }
-}
-
-void MetricsServer::handle(int fd) {
-  // Request line and headers, then a body up to Content-Length (only /control reads one).
-  std::string data;
-  char buffer[4096];
-  size_t headerEnd = std::string::npos;
-  while ((headerEnd = data.find("\r\n\r\n")) == std::string::npos) {
-    if (data.size() > kMaxHeaderBytes)
-      return respond(fd, 413, "text/plain", "request headers too large\n");
-    const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    if (n <= 0) return;  // closed or timed out
-    data.append(buffer, static_cast<size_t>(n));
-  }
-  std::istringstream head(data.substr(0, headerEnd));
-  std::string method, target, version, line;
-  head >> method >> target >> version;
-  std::getline(head, line);
-  std::string authorization;
-  size_t contentLength = 0;
-  while (std::getline(head, line)) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const auto colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string name = lowerCase(line.substr(0, colon));
-    std::string value = line.substr(colon + 1);
-    value.erase(0, value.find_first_not_of(' '));
-    if (name == "authorization") authorization = value;
-    if (name == "content-length")
-      contentLength = static_cast<size_t>(std::strtoull(value.c_str(), nullptr, 10));
-  }
-  const auto question = target.find('?');
-  const std::string path = target.substr(0, question);
-  std::string query = question == std::string::npos ? "" : target.substr(question + 1);
-
-  if (path == "/metrics") {
-    if (method != "GET" && method != "HEAD") {
-      return respond(fd, 405, "text/plain", "method " + method + " is not allowed; allowed: GET\n");
-    }
-    if (!options_.credentials.empty()) {
-      const bool basic = lowerCase(authorization.substr(0, 6)) == "basic ";
-      if (!basic ||
-          !constantTimeEquals(base64Decode(authorization.substr(6)), options_.credentials)) {
-        return respond(fd, 401, "text/plain", "credentials required (HTTP basic auth)\n",
-                       "WWW-Authenticate: Basic realm=\"attnscope\"\r\n");
-      }
-    }
-    const std::string text = prometheus::TextSerializer().Serialize(snapshot_->Collect());
-    return respond(fd, 200, "text/plain; version=0.0.4; charset=utf-8",
-                   method == "HEAD" ? "" : text);
-  }
-  if (path == "/control") {
-    if (options_.controlToken.empty()) {
-      return respond(fd, 404, "application/json",
-                     "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN on rank 0 "
-                     "to enable it\"}");
-    }
-    if (contentLength > kMaxBodyBytes) return respond(fd, 413, "text/plain", "body too large\n");
-    std::string body = data.substr(headerEnd + 4);
-    while (body.size() < contentLength) {
-      const ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-      if (n <= 0) break;
-      body.append(buffer, static_cast<size_t>(n));
-    }
-    body.resize(std::min(body.size(), contentLength));
-    if (!body.empty()) query += (query.empty() ? "" : "&") + body;
-    std::string reply;
-    const int status = handleControl(method, authorization, query, &reply);
-    return respond(fd, status, "application/json", reply,
-                   status == 401 ? "WWW-Authenticate: Bearer realm=\"attnscope\"\r\n" : "");
-  }
-  if (path == "/") {
-    return respond(fd, 200, "text/plain", "attnscope: metrics at /metrics\n");
-  }
-  respond(fd, 404, "text/plain", "not found; try /metrics\n");
-}
-
-ControlState MetricsServer::control() const {
-  std::lock_guard<std::mutex> lock(controlMutex_);
-  return control_;
-}
+ControlState MetricsServer::control() const { return endpoint_->control(); }
 
 int MetricsServer::handleControl(const std::string& method, const std::string& authorization,
                                  const std::string& query, std::string* body) {
-  if (!constantTimeEquals(authorization, "Bearer " + options_.controlToken)) {
-    *body =
-        "{\"error\": \"missing or wrong bearer token (Authorization: Bearer "
-        "<ATTNSCOPE_CONTROL_TOKEN>)\"}";
-    return 401;
-  }
-  std::lock_guard<std::mutex> lock(controlMutex_);
-  if (method == "GET") {
-    *body = stateJson(control_);
-    return 200;
-  }
-  if (method != "POST") {
-    *body = "{\"error\": \"method " + method + " is not allowed; allowed: GET, POST\"}";
-    return 405;
-  }
-  ControlState next = control_;
-  bool understood = !query.empty();
-  std::istringstream parts(query);
-  for (std::string part; std::getline(parts, part, '&');) {
-    const auto eq = part.find('=');
-    const std::string key = part.substr(0, eq),
-                      value = eq == std::string::npos ? "" : part.substr(eq + 1);
-    if (key == "action" && value == "pause") {
-      next.paused = true;
-    } else if (key == "action" && value == "resume") {
-      next.paused = false;
-    } else if (key == "sample_every" && parseSampleEvery(value, &next.sampleEvery)) {
-    } else {
-      understood = false;
-    }
-  }
-  if (!understood) {
-    const Config::Variable& every = Config::variable(kEnvSampleEvery);
-    std::ostringstream allowed;
-    allowed << "action=pause, action=resume, sample_every=<" << static_cast<int64_t>(every.min)
-            << ".." << static_cast<int64_t>(every.max) << ">";
-    *body =
-        "{\"error\": \"request '" + query + "' not understood; allowed: " + allowed.str() + "\"}";
-    return 400;
-  }
-  next.generation = control_.generation + 1;
-  control_ = next;
-  ATTNSCOPE_LOG(kInfo, "control request accepted: " << (next.paused ? "paused" : "recording")
-                                                    << ", sample every " << next.sampleEvery
-                                                    << " (applies at the next aggregation round)");
-  *body = stateJson(control_);
-  return 200;
+  return endpoint_->handleControl(method, authorization, query, body);
 }
 
 }  // namespace attnscope

@@ -36,12 +36,14 @@ def wait_for(what, fn, timeout):
 
 
 class Prometheus:
-    """A real Prometheus on a free loopback port, scraping the file_sd file `targets_file` every
-    `interval` (also its scrape timeout and rule evaluation interval). `rule_files` are loaded and
+    """A real Prometheus on a free loopback port, scraping the file_sd file `targets_file` (or the
+    one `static_target`, host:port) every `interval` (also its scrape timeout and rule evaluation
+    interval). `rule_files` are loaded and
     alerts go to the Alertmanager on loopback port `alertmanager_port` when given; `flags` are
     added to the command line."""
 
-    def __init__(self, tmp, targets_file, interval="2s", rule_files=(), alertmanager_port=None, flags=()):
+    def __init__(self, tmp, targets_file=None, interval="2s", rule_files=(), alertmanager_port=None,
+                 flags=(), static_target=None):
         self.port = free_ports(1)
         cfg = os.path.join(tmp, "prometheus.yml")
         text = f"""global:
@@ -57,10 +59,16 @@ class Prometheus:
     - static_configs:
         - targets: ['127.0.0.1:{alertmanager_port}']
 """
-        text += f"""scrape_configs:
+        text += """scrape_configs:
   - job_name: attnscope
     honor_labels: true
-    file_sd_configs:
+"""
+        if static_target:
+            text += f"""    static_configs:
+      - targets: ['{static_target}']
+"""
+        else:
+            text += f"""    file_sd_configs:
       - files: ['{targets_file}']
         refresh_interval: 1s
 """
@@ -73,8 +81,11 @@ class Prometheus:
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for("prometheus ready", lambda: http_get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200, 60)
 
-    def query(self, expr):
-        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    def query(self, expr, at=None):
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode(params)
         status, body = http_get(url)
         check(status == 200, f"query {expr!r}: HTTP {status}: {body[:300]}")
         return json.loads(body)["data"]["result"]

@@ -15,15 +15,25 @@ Cases:
   auth_push_control  1 rank whose port is taken (falls back to a free one), with basic auth, a push
                      gateway and runtime control: unauthenticated scrapes get 401, the fallback is
                      exported, /control changes the sample rate, the last push has the final step
+  idle_clients       1 training rank (the example: LibTorch loaded) whose endpoint runs its
+                     libmicrohttpd threads (counted in /proc); 100 idle connections (reopened as the server closes
+                     them) and a POST body trickled a byte a second stay open while Prometheus
+                     scrapes every second with a 1 s timeout: `up` stays 1 and every scrape is
+                     faster than the timeout over the whole window, and the server closes the idle
+                     and trickling connections after its connection timeout (read from the rank's
+                     log), within a margin
 """
 import base64
 import json
 import os
 import re
+import selectors
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 CASE, EXAMPLE, SOURCE, ANALYZE = sys.argv[1:5]
 
@@ -254,10 +264,181 @@ def case_auth_push_control(tmp):
         gw.wait(timeout=30)
 
 
+class IdleClients(threading.Thread):
+    """Holds `n` connections to the endpoint that send nothing; one the server closes is opened
+    again at once. Records how long each lasted (connect to close)."""
+
+    def __init__(self, port, n):
+        super().__init__(daemon=True)
+        self.port, self.n = port, n
+        self.lifetimes = []
+        self.open = 0
+        self.stop = threading.Event()
+        self.sel = selectors.DefaultSelector()
+        for _ in range(n):
+            self._connect()
+
+    def _connect(self):
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        s.setblocking(False)
+        self.sel.register(s, selectors.EVENT_READ, time.monotonic())
+        self.open += 1
+
+    def run(self):
+        while not self.stop.is_set():
+            for key, _ in self.sel.select(timeout=0.1):
+                try:
+                    data = key.fileobj.recv(4096)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    data = b""
+                if data:
+                    continue
+                self.lifetimes.append(time.monotonic() - key.data)
+                self.sel.unregister(key.fileobj)
+                key.fileobj.close()
+                self.open -= 1
+                self._connect()
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+
+
+class SlowBody(threading.Thread):
+    """POSTs to /control a body whose Content-Length is 1000, a byte a second; when the server
+    closes the connection, starts again. Records how long after its headers each was closed."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port = port
+        self.lifetimes = []
+        self.answers = []
+        self.stop = threading.Event()
+        self.started = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+            s.sendall(b"POST /control HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-www-form-urlencoded"
+                      b"\r\nContent-Length: 1000\r\n\r\n")
+            start = time.monotonic()
+            self.started.set()
+            s.setblocking(False)
+            sel = selectors.DefaultSelector()
+            sel.register(s, selectors.EVENT_READ)
+            closed = False
+            while not closed and not self.stop.is_set():
+                if sel.select(timeout=1.0):
+                    try:
+                        data = s.recv(4096)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        data = b""
+                    if data:
+                        self.answers.append(data)
+                        continue
+                    closed = True
+                else:
+                    try:
+                        s.send(b"a")
+                    except OSError:
+                        closed = True
+            if closed:
+                self.lifetimes.append(time.monotonic() - start)
+            sel.close()
+            s.close()
+
+
+def case_idle_clients(tmp):
+    port = free_ports(1)
+    env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port),
+               ATTNSCOPE_LOG_LEVEL="debug", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    err_path = os.path.join(tmp, "job.err")
+    job = subprocess.Popen([EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "60"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
+    prom = Prometheus(tmp, static_target=f"127.0.0.1:{port}", interval="1s")
+    scrape_timeout = 1.0
+    idle = slow = None
+    try:
+        line = wait_for("the endpoint's start line in the rank's log", lambda: re.search(
+            r"metrics endpoint on 127\.0\.0\.1:(\d+): (\d+) threads, up to (\d+) connections, "
+            r"connection timeout (\d+) s", open(err_path).read()), 40)
+        check(int(line.group(1)) == port, f"endpoint on port {line.group(1)}, not {port}")
+        threads, limit, timeout = int(line.group(2)), int(line.group(3)), int(line.group(4))
+        check(limit > 101, f"the connection limit {limit} leaves no room beside 101 stuck clients")
+        # libmicrohttpd's threads run inside the training process, beside LibTorch and its BLAS.
+        names = [open(f"/proc/{job.pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{job.pid}/task")]
+        workers = names.count("MHD-worker")
+        maps = open(f"/proc/{job.pid}/maps").read()
+        libs = sorted({os.path.basename(m) for m in re.findall(r"(/\S+\.so[.\d]*)$", maps, re.M)
+                       if re.search(r"libtorch_cpu|blas|libgomp|libmicrohttpd", m)})
+        print(f"process {job.pid}: {len(names)} threads, {workers} named MHD-worker; loaded: {', '.join(libs)}")
+        check(workers == threads, f"{workers} MHD-worker threads in the training process, expected {threads}: {names}")
+        check(any("libtorch_cpu" in lib for lib in libs), f"no LibTorch in the training process: {libs}")
+        wait_for("Prometheus scraping the rank", lambda: [r for r in prom.query('up{job="attnscope"}')
+                                                          if r["value"][1] == "1"], 30)
+
+        idle = IdleClients(port, 100)
+        idle.start()
+        slow = SlowBody(port)
+        slow.start()
+        check(slow.started.wait(10), "the slow client could not connect")
+        start = time.time()
+        window = 4 * timeout  # every idle connection is closed and reopened several times over
+        # The window's end: Prometheus has a sample from after it (no fixed sleep).
+        wait_for("the window to pass", lambda: time.time() >= start + window, window + 5)
+        end = time.time()
+        wait_for("a scrape after the window", lambda: [r for r in prom.query('timestamp(up{job="attnscope"})')
+                                                       if float(r["value"][1]) >= end], 10)
+        held = idle.open
+        idle.stop.set()
+        slow.stop.set()
+        rng = f"[{int(end - start)}s]"
+        scrapes = prom.query(f'count_over_time(up{{job="attnscope"}}{rng})', at=end)
+        up_min = prom.query(f'min_over_time(up{{job="attnscope"}}{rng})', at=end)
+        slowest = prom.query(f'max_over_time(scrape_duration_seconds{{job="attnscope"}}{rng})', at=end)
+        mean = prom.query(f'avg_over_time(scrape_duration_seconds{{job="attnscope"}}{rng})', at=end)
+        n = int(scrapes[0]["value"][1]) if scrapes else 0
+        print(f"over {end - start:.1f} s with 100 idle connections and a slow body held open: {n} scrapes, "
+              f"min(up) {up_min[0]['value'][1] if up_min else None}, scrape duration mean "
+              f"{float(mean[0]['value'][1]) * 1000 if mean else float('nan'):.1f} ms, max "
+              f"{float(slowest[0]['value'][1]) * 1000 if slowest else float('nan'):.1f} ms")
+        idle_s = sorted(idle.lifetimes)
+        slow_s = sorted(slow.lifetimes)
+        print(f"server closed {len(idle_s)} idle connections after {idle_s[0] if idle_s else 0:.2f}-"
+              f"{idle_s[-1] if idle_s else 0:.2f} s and {len(slow_s)} trickled bodies after "
+              f"{', '.join(f'{t:.2f}' for t in slow_s)} s (connection timeout {timeout} s); "
+              f"{held} idle connections open at the window's end")
+        check(n >= (end - start) * 0.75, f"only {n} scrapes in {end - start:.0f} s at a 1 s interval")
+        check(up_min and up_min[0]["value"][1] == "1", f"a scrape failed (up 0) in the window: {up_min}")
+        check(slowest and float(slowest[0]["value"][1]) < scrape_timeout,
+              f"a scrape took {slowest} s, the scrape timeout is {scrape_timeout} s")
+        check(held == 100, f"{held} idle connections open at the window's end, not 100")
+        check(len(idle_s) >= 100, f"only {len(idle_s)} idle connections closed by the server in {window} s")
+        check(all(timeout - 0.5 <= t <= timeout + 2.0 for t in idle_s),
+              f"idle connections closed after {idle_s[0]:.2f}-{idle_s[-1]:.2f} s, timeout {timeout} s")
+        check(slow_s and all(timeout - 0.5 <= t <= timeout + 2.0 for t in slow_s),
+              f"trickled bodies closed after {slow_s} s, timeout {timeout} s")
+        check(not slow.answers, f"the trickled body got an answer: {slow.answers}")
+        status, _ = http_get(f"http://127.0.0.1:{port}/metrics")
+        check(status == 200, f"a scrape after the window: {status}")
+    finally:
+        for t in (idle, slow):
+            if t:
+                t.stop.set()
+                t.join(10)
+        code = job.wait(timeout=120)
+        prom.stop()
+    check(code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}")
+
+
 def main():
     fn = globals().get("case_" + CASE)
     if fn is None:
-        sys.exit(f"unknown case {CASE!r}; allowed: scrape4_straggler, auth_push_control")
+        sys.exit(f"unknown case {CASE!r}; allowed: scrape4_straggler, auth_push_control, idle_clients")
     with tempfile.TemporaryDirectory(prefix=f"attnscope-prom-{CASE}-") as tmp:
         try:
             fn(tmp)

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Builds the metrics endpoint's libFuzzer target (exporters/fuzz/MetricsEndpointFuzz.cpp: the
+# request handling libmicrohttpd hands over) with clang (ASan + UBSan) and runs it for a while from a
+# seed corpus of real requests. Usage: fuzz_metrics_endpoint.sh SOURCE_DIR WORK_DIR SECONDS
+# Exit 77 (skipped) when clang or its libFuzzer runtime is not installed.
+set -euo pipefail
+src=$1 work=$2 seconds=${3:-30}
+clang=$(command -v clang++-14 || command -v clang++ || true)
+if [ -z "$clang" ]; then
+  echo "SKIPPED: no clang++ (the fuzz target needs clang's libFuzzer: apt-get install clang libclang-rt-14-dev)"
+  exit 77
+fi
+mkdir -p "$work"
+if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
+     "$clang" -x c++ -fsanitize=fuzzer - -o "$work/probe" 2>/dev/null; then
+  echo "SKIPPED: $clang cannot link -fsanitize=fuzzer (install libclang-rt-14-dev)"
+  exit 77
+fi
+echo "building the fuzz target with $clang"
+"$clang" -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I"$src/core/include" -I"$src/exporters/include" -I"$src/exporters/src" \
+  "$src/exporters/fuzz/MetricsEndpointFuzz.cpp" "$src/exporters/src/MetricsEndpoint.cpp" \
+  "$src/exporters/src/MetricsSnapshot.cpp" "$src/core/src/Config.cpp" "$src/core/src/Log.cpp" \
+  -lprometheus-cpp-core -lpthread -o "$work/metrics_endpoint_fuzz"
+rm -rf "$work/seeds" "$work/corpus"
+mkdir -p "$work/seeds" "$work/corpus"
+seed() { printf '%s' "$2" > "$work/seeds/$1"; }
+seed scrape $'GET\n/metrics\n\n\n'
+seed head $'HEAD\n/metrics?x=1\n\n\n'
+seed basic $'GET\n/metrics\nBasic cHJvbTpzM2NyZXQ=\nc\n'
+seed basic-wrong $'GET\n/metrics\nBasic cHJvbTp3cm9uZw==\nc\n'
+seed root $'GET\n/\n\nct\n'
+seed outside $'GET\n/../etc/passwd\n\n\n'
+seed pause $'POST\n/control\nBearer tok\nt\naction=pause'
+seed query $'POST\n/control?sample_every=8\nBearer tok\nt\naction=resume'
+seed state $'GET\n/control\nBearer tok\nt\n'
+seed bad-value $'POST\n/control\nBearer tok\nt\nsample_every=0'
+seed no-token $'POST\n/control\n\nt\naction=pause'
+seed delete $'DELETE\n/control\nBearer tok\nt\n'
+seed too-large $'POST\n/control\nBearer tok\ntL\n'
+seed headers $'GET\n/metrics\n\nH\n'
+echo "seeds: $(ls "$work/seeds" | wc -l) files; fuzzing for $seconds s"
+cd "$work"
+./metrics_endpoint_fuzz -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=20 \
+  -print_final_stats=1 corpus seeds 2>&1 | tail -25
+status=${PIPESTATUS[0]}
+if [ "$status" -ne 0 ]; then
+  echo "FAILED: the fuzzer found a crash or a broken contract (exit $status); the input is in $work (crash-*, leak-*, timeout-*)"
+  exit 1
+fi
+echo "no crash in $seconds s"
