@@ -24,14 +24,13 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 CASE, EXAMPLE, SOURCE, ALERTMANAGER = sys.argv[1:5]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import TINY, check, free_ports  # noqa: E402
+from ranks import TINY, check, free_ports, run_case  # noqa: E402
 from prometheus_server import Prometheus, dashboard_queries, http_get, start_example_job, wait_for  # noqa: E402
 
 RULES_DIR = os.path.join(SOURCE, "launch", "prometheus")
@@ -260,18 +259,7 @@ def case_alertmanager_e2e(tmp):
 
 
 def main():
-    fn = globals().get("case_" + CASE)
-    if fn is None:
-        sys.exit(f"unknown case {CASE!r}; allowed: alertmanager_e2e")
-    with tempfile.TemporaryDirectory(prefix=f"attnscope-alerts-{CASE}-") as tmp:
-        try:
-            fn(tmp)
-        except AssertionError:
-            for name in sorted(os.listdir(tmp)):
-                if name.endswith(".log"):
-                    print(f"--- {name} (tail)\n" + open(os.path.join(tmp, name)).read()[-3000:])
-            raise
-    print("PASS", CASE)
+    run_case(CASE, globals(), "attnscope-alerts", (".log",))
 
 
 if __name__ == "__main__":

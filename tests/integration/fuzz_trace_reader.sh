@@ -4,17 +4,7 @@
 # Exit 77 (skipped) when clang or its libFuzzer runtime is not installed.
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-30}
-clang=$(command -v clang++-14 || command -v clang++ || true)
-if [ -z "$clang" ]; then
-  echo "SKIPPED: no clang++ (the fuzz target needs clang's libFuzzer: apt-get install clang libclang-rt-14-dev)"
-  exit 77
-fi
-mkdir -p "$work"
-if ! echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' |
-     "$clang" -x c++ -fsanitize=fuzzer - -o "$work/probe" 2>/dev/null; then
-  echo "SKIPPED: $clang cannot link -fsanitize=fuzzer (install libclang-rt-14-dev)"
-  exit 77
-fi
+source "$(dirname "$0")/fuzz_clang.sh"  # $clang, or exit 77
 inc=(-I"$src/core/include" -I"$src/exporters/include" -I"$src/analysis/include")
 common=("$src/exporters/src/TraceFormat.cpp" "$src/core/src/OpKind.cpp")
 echo "building the fuzz target with $clang"

@@ -31,14 +31,13 @@ import selectors
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 CASE, EXAMPLE, SOURCE, ANALYZE = sys.argv[1:5]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import TINY, check, free_ports  # noqa: E402
+from ranks import TINY, check, free_ports, run_case  # noqa: E402
 from prometheus_server import Prometheus, dashboard_queries, http_get, start_example_job, wait_for  # noqa: E402
 THRESHOLD = 1.2
 
@@ -436,18 +435,7 @@ def case_idle_clients(tmp):
 
 
 def main():
-    fn = globals().get("case_" + CASE)
-    if fn is None:
-        sys.exit(f"unknown case {CASE!r}; allowed: scrape4_straggler, auth_push_control, idle_clients")
-    with tempfile.TemporaryDirectory(prefix=f"attnscope-prom-{CASE}-") as tmp:
-        try:
-            fn(tmp)
-        except AssertionError:
-            for name in sorted(os.listdir(tmp)):
-                if name.endswith((".log", ".err")):
-                    print(f"--- {name} (tail)\n" + open(os.path.join(tmp, name)).read()[-3000:])
-            raise
-    print("PASS", CASE)
+    run_case(CASE, globals(), "attnscope-prom", (".log", ".err"))
 
 
 if __name__ == "__main__":
