@@ -29,13 +29,4 @@ seed no-token $'POST\n/control\n\nt\naction=pause'
 seed delete $'DELETE\n/control\nBearer tok\nt\n'
 seed too-large $'POST\n/control\nBearer tok\ntL\n'
 seed headers $'GET\n/metrics\n\nH\n'
-echo "seeds: $(ls "$work/seeds" | wc -l) files; fuzzing for $seconds s"
-cd "$work"
-./metrics_endpoint_fuzz -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -timeout=20 \
-  -print_final_stats=1 corpus seeds 2>&1 | tail -25
-status=${PIPESTATUS[0]}
-if [ "$status" -ne 0 ]; then
-  echo "FAILED: the fuzzer found a crash or a broken contract (exit $status); the input is in $work (crash-*, leak-*, timeout-*)"
-  exit 1
-fi
-echo "no crash in $seconds s"
+run_fuzzer metrics_endpoint_fuzz 8192 "a crash or a broken contract"
