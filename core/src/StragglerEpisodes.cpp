@@ -66,6 +66,14 @@ void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names
       ATTNSCOPE_LOG(kInfo, "rank " << s.rank << " is no longer a straggler");
     }
     extendEpisode(hangs, s, s.hung || s.missing, r.round, names);
+    StragglerFinding* ongoingCell = ongoingEpisode(*cellOutliers, s.rank, r.round);
+    const std::string endedCell = ongoingCell != nullptr && !s.cellOutlier
+                                      ? ongoingCell->layer + " " + phaseName(ongoingCell->phase) +
+                                            " " + opKindName(ongoingCell->kind)
+                                      : "";
+    if (!endedCell.empty()) {
+      ATTNSCOPE_LOG(kInfo, "rank " << s.rank << ": cell outlier " << endedCell << " is over");
+    }
     if (StragglerFinding* f =
             extendEpisode(cellOutliers, s, s.cellOutlier, r.round, names, /*cell=*/true)) {
       f->layer = layerName(names, s.cellLayer);

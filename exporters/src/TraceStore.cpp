@@ -257,16 +257,17 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
       if (!s.run()) return failed("rounds");
     }
   }
-  if (!in.stragglers.empty() || !in.hangs.empty()) {
+  if (!in.stragglers.empty() || !in.hangs.empty() || !in.cellOutliers.empty()) {
     Statement f(db_, "INSERT OR REPLACE INTO findings VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!f.ok()) return failed("findings");
-    for (const auto* list : {&in.stragglers, &in.hangs}) {
-      const bool straggler = list == &in.stragglers;
+    for (const auto* list : {&in.stragglers, &in.hangs, &in.cellOutliers}) {
+      // Straggler and cell outlier episodes name a cell (max_score: a cell's factor).
+      const bool straggler = list != &in.hangs;
       for (const StragglerFinding& x : *list) {
-        f.bind(1, std::string(straggler
-                                  ? "straggler"
-                                  : (x.description.find("missing") != std::string::npos ? "missing"
-                                                                                        : "hang")));
+        f.bind(1, std::string(list == &in.stragglers                               ? "straggler"
+                              : list == &in.cellOutliers                           ? "cell_outlier"
+                              : x.description.find("missing") != std::string::npos ? "missing"
+                                                                                   : "hang"));
         f.bind(2, static_cast<int64_t>(x.rank));
         f.bind(3, static_cast<int64_t>(x.firstRound));
         f.bind(4, static_cast<int64_t>(x.lastRound));

@@ -230,6 +230,7 @@ void Reporter::writeTrace(RoundSnapshot& snapshot, bool last) {
     episodes.last = report_.last;
     episodes.stragglers = report_.stragglers;
     episodes.hangs = report_.hangs;
+    episodes.cellOutliers = report_.cellOutliers;
   }
   trace_.commit(snapshot, &episodes, last);
 }

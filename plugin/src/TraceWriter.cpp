@@ -147,6 +147,7 @@ void TraceWriter::commit(RoundSnapshot& snapshot, const ClusterReport* cluster, 
       }
       in.stragglers = cluster->stragglers;
       in.hangs = cluster->hangs;
+      in.cellOutliers = cluster->cellOutliers;
     }
     std::string error;
     const auto began = std::chrono::steady_clock::now();

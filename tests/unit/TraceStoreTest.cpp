@@ -132,13 +132,23 @@ TEST(TraceStoreTest, FindingsAndRoundsOfRankZeroAreKept) {
   f.kind = OpKind::kSoftmax;
   f.description = "rank 1: 1.60x median attention time";
   in.stragglers.push_back(f);
+  StragglerFinding cell = f;  // the same rank's cell outlier, from round 6
+  cell.firstRound = 6;
+  cell.maxScore = 2.1;
+  cell.phase = Phase::kBackward;
+  cell.description = "rank 1: cell outlier layers.1.attn backward softmax";
+  in.cellOutliers.push_back(cell);
   ASSERT_TRUE(store->commit(in, &error)) << error;
   in.stragglers[0].lastRound = 9;  // the episode goes on: the same row is updated
   ASSERT_TRUE(store->commit(in, &error)) << error;
   store.reset();
   analysis::RankTrace t;
   ASSERT_TRUE(analysis::readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
-  ASSERT_EQ(t.findings.size(), 1u);
+  ASSERT_EQ(t.findings.size(), 2u);  // by first round
+  EXPECT_EQ(t.findings[1].kind, "cell_outlier");
+  EXPECT_EQ(t.findings[1].phase, "backward");
+  EXPECT_EQ(t.findings[1].opKind, "softmax");
+  EXPECT_DOUBLE_EQ(t.findings[1].maxScore, 2.1);
   EXPECT_EQ(t.findings[0].kind, "straggler");
   EXPECT_EQ(t.findings[0].lastRound, 9u);
   EXPECT_EQ(t.findings[0].layer, "layers.1.attn");
