@@ -197,14 +197,18 @@ def case_mpirun4_straggler(tmp):
     assert_straggler(tmp, 4, 2, 1, p.stderr)
 
 
-def start_and_kill(tmp, interval, duration, kill_after, victim):
+def start_and_kill(tmp, interval, duration, victim):
     """4 ranks that train on their own (no gradient all-reduce, so the survivors can go on after
-    a death) for `duration` seconds; SIGKILL `victim` after `kill_after` seconds."""
+    a death) for `duration` seconds; SIGKILL `victim` once rank 0's trace holds 2 rounds that all
+    four answered (the group formed: a kill before would test start-up, not a death). Deadline:
+    half the run, so at least half of it is left after the kill."""
     env = base_env(tmp, interval)
     env["ATTNSCOPE_ROUND_TIMEOUT_S"] = "2"
+    env["ATTNSCOPE_TRACE_DIR"] = os.path.join(tmp, "trace")
     procs = spawn_ranks(4, env, TINY + ["--steps", "100000000", "--duration-s", str(duration),
                                         "--grad-sync", "none"], tmp)
-    time.sleep(kill_after)
+    took = ranks.wait_for_full_rounds(env["ATTNSCOPE_TRACE_DIR"], 4, 2, duration / 2)
+    print(f"2 full rounds {took:.1f} s after the start; killing rank {victim}")
     check(all(p.poll() is None for p in procs), "a rank ended before the kill")
     procs[victim].send_signal(signal.SIGKILL)
     return procs, time.time()
@@ -212,7 +216,7 @@ def start_and_kill(tmp, interval, duration, kill_after, victim):
 
 def case_kill4(tmp):
     interval = 1.0
-    procs, killed_at = start_and_kill(tmp, interval, duration=16, kill_after=6, victim=3)
+    procs, killed_at = start_and_kill(tmp, interval, duration=16, victim=3)
     # Watch rank 0's log for the missing report.
     log0 = os.path.join(tmp, "err-0.log")
     reported_after = None
@@ -244,9 +248,10 @@ def case_kill4(tmp):
 def case_kill_store_host4(tmp):
     """SIGKILL rank 0, which serves attnscope's store: the others lose the store and the
     collectives, keep their per-rank output, and still stop within a bounded time."""
-    procs, killed_at = start_and_kill(tmp, 0.5, duration=10, kill_after=5, victim=0)
-    # Each survivor trains to 10 s, then stop() is bounded by 2 x round timeout + 5 s.
-    codes = wait_all(procs[1:], deadline=5 + 2 * 2 + 5 + 20)
+    procs, killed_at = start_and_kill(tmp, 0.5, duration=10, victim=0)
+    # Each survivor trains to 10 s (at most 10 s after the kill), then stop() is bounded by
+    # 2 x round timeout + 5 s; 20 s of margin for a loaded machine.
+    codes = wait_all(procs[1:], deadline=10 + 2 * 2 + 5 + 20)
     print(f"survivors exited with {codes} {time.time() - killed_at:.1f}s after the kill")
     check(codes == [0, 0, 0], f"survivors exited with {codes}")
     for r in (1, 2, 3):

@@ -97,3 +97,28 @@ def run_case(case, cases, prefix, log_suffixes=(".log",)):
             raise
     print("PASS", case)
     return result
+
+
+def wait_for_full_rounds(trace_dir, world, rounds, deadline):
+    """Waits until rank 0's trace (rank-0.sqlite in trace_dir) holds `rounds` aggregation rounds
+    that every one of `world` ranks answered: the group formed and collectives run. Fails after
+    `deadline` seconds. Returns the seconds it took."""
+    import sqlite3
+    began = time.time()
+    path = os.path.join(trace_dir, "rank-0.sqlite")
+    seen = 0
+    while time.time() - began < deadline:
+        try:
+            db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                seen = db.execute("SELECT count(*) FROM (SELECT round FROM rounds WHERE present = 1 "
+                                  "GROUP BY round HAVING count(*) = ?)", (world,)).fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            pass  # not created yet, or no rounds table yet
+        if seen >= rounds:
+            return time.time() - began
+        time.sleep(0.2)
+    raise AssertionError(f"rank 0's trace has {seen} rounds answered by all {world} ranks after "
+                         f"{deadline} s, not {rounds}: the group did not form")
