@@ -5,7 +5,7 @@
 Cases:
   store2_sums         2 ranks aggregating through the job's store (a C++ program on the pip wheel
                       hands in no group): the cluster statistics on rank 0 equal the sum of every
-                      rank's own
+                      rank's own (not whether anyone is a straggler: see the case)
   store4_no_straggler 4 ranks, no injection, many windows: nobody is reported
   torchrun4_straggler 4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1
   mpirun4_straggler   the same under mpirun with ATTNSCOPE_AGGREGATION=mpi
@@ -149,7 +149,10 @@ def case_store2_sums(tmp):
     summaries = assert_sums(tmp, 2)
     check(summaries[0]["cluster"]["aggregation"] == "store", f"aggregation {summaries[0]['cluster']['aggregation']}")
     check(summaries[0]["cluster"]["rounds"] >= 3, "fewer than 3 rounds")
-    check(summaries[0]["cluster"]["stragglers"] == [], "a straggler without injection")
+    # No straggler assertion here: 0.3 s windows give this case many rounds to sum, and at that
+    # length a scheduler preemption on a shared 2-core host makes one rank truly 1.4x slower for 3
+    # windows (seen in CI). Whether a healthy job stays unflagged is store4_no_straggler's question,
+    # asked with the 1 s windows it needs, and bench/detection_quality.py's over seeded trials.
     # The job's own gradient all-reduce was observed on every rank.
     waits = [r["collective_wait_seconds_per_step"] for r in summaries[0]["cluster"]["ranks"]]
     check(all(w > 0 for w in waits), f"collective wait not observed: {waits}")
