@@ -6,7 +6,9 @@ bench/instr_attach runs the variants side by side and prints the ratios (docs/PE
 
 VARIANT: off (no attnscope), attnscope (the attach as attnscope-run installs it, then
 attnscope.start with configured roofline ceilings so that no calibration runs inside the count and
-no metrics port), profiler (torch.profiler, CPU, profile_memory=True, around the counted steps).
+no metrics port; backward on hooks on each call's own autograd nodes), callback (the same, but
+every call closed without its results, as a scope closed by its destructor is: backward through
+the global RecordFunction callback on every node, the path before node hooks), profiler (torch.profiler, CPU, profile_memory=True, around the counted steps).
 Two steps warm up (allocator, autograd, discovery), callgrind's counters are zeroed
 (callgrind_control -z), N steps run, and the counters are dumped (-d): the dump ending in .1 holds
 exactly those steps. For profiler a second dump (.2) holds what the profiler spends when it stops.
@@ -52,7 +54,7 @@ def build(model, seq, batch):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("variant", choices=("off", "attnscope", "profiler"))
+    p.add_argument("variant", choices=("off", "attnscope", "callback", "profiler"))
     p.add_argument("--model", choices=("encoder", "llama", "gpt"), default="encoder")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
@@ -61,9 +63,11 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    if a.variant == "attnscope":
+    if a.variant in ("attnscope", "callback"):
         import attnscope
         from attnscope import _attach
+        if a.variant == "callback":
+            _attach._results = lambda output: None  # no results: the callback path
         _attach.install()  # before the model is built, as sitecustomize does under attnscope-run
         attnscope.start(sample_every=a.sample_every, peak_flops=3e10, peak_bandwidth=1e10, port=0,
                         log_level="error")
@@ -93,11 +97,12 @@ def main():
         for _ in range(a.steps):
             step()
         ctl("-d")
-    if a.variant == "attnscope":
+    if a.variant in ("attnscope", "callback"):
         import attnscope
-        layers = [l["name"] for l in attnscope.summary()["layers"]]
+        summary = attnscope.summary()
+        layers = [l["name"] for l in summary["layers"]]
         attnscope.stop()
-        print("layers", layers)
+        print("layers", layers, "backward", summary["discovery"]["backward"])
     print("done", a.variant, a.model)
 
 

@@ -250,7 +250,9 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
 void writeDiscovery(std::ostream& out, const RunInfo& run) {
   out << "  \"discovery\": {\n    \"layers_seen\": " << run.layersSeen
       << ",\n    \"nothing_found\": " << (run.nothingFound ? "true" : "false")
-      << ",\n    \"layers\": [";
+      << ",\n    \"backward\": ";
+  writeString(out, run.backwardObservation);
+  out << ",\n    \"layers\": [";
   bool first = true;
   for (const LayerOrigin& o : run.layerOrigins) {
     out << (first ? "\n" : ",\n") << "      {\"name\": ";

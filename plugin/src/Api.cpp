@@ -6,6 +6,7 @@
 #include "AggregatorFactory.h"
 #include "AutogradProbe.h"
 #include "Machine.h"
+#include "NodeHooks.h"
 #include "Observer.h"
 #include "Session.h"
 #include "TorchOps.h"
@@ -155,6 +156,29 @@ AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const voi
 
 AttentionScope::~AttentionScope() {
   if (active_) detail::Observer::exitScope();
+}
+
+void AttentionScope::close(const at::Tensor* outputs, size_t count) {
+  if (active_) {
+    active_ = false;
+    detail::Observer::exitScope(outputs, count, /*outputsGiven=*/true);
+    return;
+  }
+  // Unsampled: while steps are inferred from backward passes and backward runs on node hooks, no
+  // callback sees a backward pass, so the step's first call with history hooks its result's node.
+  detail::Session* s = detail::currentSession();
+  if (s == nullptr || count == 0) return;
+  detail::Recorder& r = s->recorder();
+  if (r.explicitSteps() || !r.backwardByHooks()) return;
+  thread_local uint64_t tSeenStep = ~0ULL;
+  const uint64_t step = r.stepIndex();
+  if (tSeenStep == step) return;
+  for (size_t i = 0; i < count; ++i) {
+    if (detail::hookBackwardSeen(&r, outputs[i])) {
+      tSeenStep = step;
+      return;
+    }
+  }
 }
 
 OpKindScope::OpKindScope(OpKind kind) {

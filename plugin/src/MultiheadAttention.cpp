@@ -15,8 +15,11 @@ std::tuple<torch::Tensor, torch::Tensor> MultiheadAttentionImpl::forward(
     const torch::Tensor& keyPaddingMask, bool needWeights, const torch::Tensor& attnMask,
     bool averageAttnWeights) {
   AttentionScope scope(layerName_);
-  return inner->forward(query, key, value, keyPaddingMask, needWeights, attnMask,
-                        averageAttnWeights);
+  auto result =
+      inner->forward(query, key, value, keyPaddingMask, needWeights, attnMask, averageAttnWeights);
+  const torch::Tensor outputs[] = {std::get<0>(result), std::get<1>(result)};
+  scope.close(outputs, 2);  // backward on the call's own nodes' hooks
+  return result;
 }
 
 }  // namespace attnscope

@@ -13,6 +13,8 @@
 
 #include "AutogradProbe.h"
 #include "InternalThread.h"
+#include "NodeHooks.h"
+#include "NodeTiming.h"
 #include "Recorder.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
@@ -360,16 +362,7 @@ at::RecordFunctionCallback forwardCallback(bool needsInputs) {
 
 // Backward: an autograd node whose (forward thread, sequence number) was linked in forward.
 struct NodeContext final : at::ObserverContext {
-  Recorder* recorder = nullptr;
-  Link link;
-  uint64_t t0 = 0;  // ticks
-  MemoryAccount account;
-  MemoryAccount* savedOp = nullptr;
-  bool deviceReporter = false;
-  uint64_t startTicks = 0;  // the start callback's own time, when this node is a timed one
-  GpuTimer* gpu = nullptr;  // GPU: first/last node events and the node's correlation id
-  bool gpuPushed = false;
-  AttentionBackend backend = AttentionBackend::kCount;
+  NodeTiming timing;
 };
 
 thread_local uint32_t tBackwardCounter = 0;
@@ -389,40 +382,16 @@ std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& f
     return nullptr;
   }
   auto ctx = std::make_unique<NodeContext>();
-  ctx->recorder = s;
-  ctx->link = link;
   // A fused kernel's own node names its backend (the math path's nodes are the unfused ops').
-  if (link.kind == OpKind::kFusedAttention) ctx->backend = attentionBackendOfNode(fn.name());
-  MemoryTargets& targets = MemoryTargets::current();
-  ctx->savedOp = targets.op;
-  targets.op = &ctx->account;
-  if (s->deviceMemory()) ctx->deviceReporter = DeviceMemoryReporter::enter();
-  if (GpuTimer* gpu = s->gpu()) {
-    ctx->gpu = gpu;
-    gpu->nodeBegin(link.instance, link.layer);
-    ctx->gpuPushed = gpu->pushOp(DeviceKey{link.instance, link.layer, Phase::kBackward, link.kind});
-  }
-  ctx->t0 = ticks();
-  if (timed) ctx->startTicks = ctx->t0 - entry + 1;  // +1: timed even when it took no tick
+  ctx->timing.begin(s, link,
+                    link.kind == OpKind::kFusedAttention ? attentionBackendOfNode(fn.name())
+                                                         : AttentionBackend::kCount,
+                    entry);
   return ctx;
 }
 
 void onBackwardEnd(const at::RecordFunction& /*fn*/, at::ObserverContext* ctx) {
-  if (ctx == nullptr) return;
-  auto* node = static_cast<NodeContext*>(ctx);
-  const uint64_t entry = ticks();
-  const int64_t ns = TickClock::toNs(entry - node->t0);
-  if (node->gpu != nullptr) {
-    node->gpu->popOp(node->gpuPushed);
-    node->gpu->nodeEnd(node->link.instance);
-  }
-  DeviceMemoryReporter::leave(node->deviceReporter);
-  MemoryTargets::current().op = node->savedOp;
-  node->recorder->addBackwardNode(node->link, ns, node->account, node->backend);
-  if (node->startTicks != 0) {
-    node->recorder->addOverheadTicks((node->startTicks + ticks() - entry) *
-                                     Recorder::kOverheadSampling);
-  }
+  if (ctx != nullptr) static_cast<NodeContext*>(ctx)->timing.end();
 }
 
 // Fused attention ops outside any scope open an implicit attention call for their duration.
@@ -517,6 +486,44 @@ void onGlobalEnd(const at::RecordFunction& fn, at::ObserverContext* ctx) {
 
 }  // namespace
 
+bool nodeTimed() { return timedCallback(&tBackwardCounter); }
+
+void NodeTiming::begin(Recorder* r, const Link& l, AttentionBackend b, uint64_t entry) {
+  recorder = r;
+  link = l;
+  backend = b;
+  deviceReporter = false;
+  gpu = nullptr;
+  gpuPushed = false;
+  MemoryTargets& targets = MemoryTargets::current();
+  savedOp = targets.op;
+  targets.op = &account;
+  account.reset();
+  if (r->deviceMemory()) deviceReporter = DeviceMemoryReporter::enter();
+  if (GpuTimer* g = r->gpu()) {
+    gpu = g;
+    g->nodeBegin(l.instance, l.layer);
+    gpuPushed = g->pushOp(DeviceKey{l.instance, l.layer, Phase::kBackward, l.kind});
+  }
+  t0 = ticks();
+  startTicks = entry != 0 ? t0 - entry + 1 : 0;  // +1: timed even when it took no tick
+}
+
+void NodeTiming::end() {
+  const uint64_t entry = ticks();
+  const int64_t ns = TickClock::toNs(entry - t0);
+  if (gpu != nullptr) {
+    gpu->popOp(gpuPushed);
+    gpu->nodeEnd(link.instance);
+  }
+  DeviceMemoryReporter::leave(deviceReporter);
+  MemoryTargets::current().op = savedOp;
+  recorder->addBackwardNode(link, ns, account, backend);
+  if (startTicks != 0) {
+    recorder->addOverheadTicks((startTicks + ticks() - entry) * Recorder::kOverheadSampling);
+  }
+}
+
 at::RecordFunctionCallback Observer::globalCallback() {
   return at::RecordFunctionCallback(&onGlobalStart, &onGlobalEnd)
       .scopes({at::RecordScope::BACKWARD_FUNCTION, at::RecordScope::USER_SCOPE});
@@ -572,7 +579,9 @@ bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType t
   return true;
 }
 
-void Observer::exitScope() {
+void Observer::exitScope() { exitScope(nullptr, 0, /*outputsGiven=*/false); }
+
+void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGiven) {
   ThreadState& t = threadState();
   if (t.frames.empty()) return;
   const int64_t end = nowNs();
@@ -589,9 +598,18 @@ void Observer::exitScope() {
   }
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
-  f.recorder->addForwardCall(f.record, forwardThreadId(t), t.links.data() + f.linksBegin,
-                             t.links.size() - f.linksBegin,
-                             f.roofline ? f.backward.data() : nullptr, f.instance);
+  // With the call's results, its backward is observed by hooks on its own autograd nodes
+  // (NodeHooks.cpp) and its links stay out of the table the global callback searches.
+  const LinkTable::Entry* links = t.links.data() + f.linksBegin;
+  const size_t numLinks = t.links.size() - f.linksBegin;
+  LinkMode mode = LinkMode::kTable;
+  if (outputsGiven && numLinks > 0) {
+    const int hooked =
+        hookCallNodes(f.recorder, forwardThreadId(t), outputs, count, links, numLinks);
+    mode = hooked > 0 ? LinkMode::kHooked : hooked < 0 ? LinkMode::kNoBackward : LinkMode::kTable;
+  }
+  f.recorder->addForwardCall(f.record, forwardThreadId(t), links, numLinks,
+                             f.roofline ? f.backward.data() : nullptr, f.instance, mode);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);
   Recorder* recorder = f.recorder;

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+
 #include <ATen/record_function.h>
 
 #include "attnscope/attnscope.h"
@@ -15,8 +17,13 @@ class Recorder;
 // Cost model (docs/ARCHITECTURE.md): ops outside attention meet no attnscope callback at all.
 //  - A thread-local FUNCTION-scope callback exists only while an AttentionScope is open on the
 //    thread (added at the outermost scope's entry, removed at its exit).
-//  - A global BACKWARD_FUNCTION-scope callback exists only during sampled steps (and, until the
-//    first step() call, on every step to infer step boundaries from backward passes).
+//  - Backward: the autograd nodes of calls closed with their results (the Python attach, the
+//    MultiheadAttention wrapper) carry a pre-hook and a post-hook (NodeHooks.cpp) and no
+//    callback runs for any other node. Otherwise a global BACKWARD_FUNCTION-scope callback exists
+//    during sampled steps (and, until the first step() call, on every step to infer step
+//    boundaries from backward passes).
+//  - Collectives: the global callback's USER_SCOPE half; when backward runs on hooks it is
+//    installed only on one sampled step in Recorder::kCollectiveEvery steps.
 //  - A global FUNCTION-scope callback for fused attention ops exists only during sampled steps
 //    and only with ATTNSCOPE_FUSED_OPS=1.
 class Observer {
@@ -24,6 +31,11 @@ class Observer {
   // Opens an attention call on this thread. False when it is not recorded (layer cap reached).
   static bool enterScope(Recorder* recorder, const char* layerName, ScopeType type);
   static void exitScope();
+  // Closes the call with its results (`count` tensors; `outputsGiven` false: unknown, as
+  // exitScope()). From them the call's autograd nodes are found and hooked (NodeHooks.cpp): its
+  // backward then needs no RecordFunction callback. Results without autograd history mean the
+  // call has no backward.
+  static void exitScope(const at::Tensor* outputs, size_t count, bool outputsGiven);
   // OpKindScope: the innermost open call's top-level ops are of `kind` until restored (kCount:
   // classified again). False, and nothing changed, when no call is open on this thread.
   static bool forceKind(OpKind kind, OpKind* saved);

@@ -74,6 +74,7 @@ bool Recorder::endStep(bool explicitCall) {
     if (sampled_.load()) {
       ++run_.stepsSampled;
       ++windowSampledSteps_;
+      if (collectivesObserved_.load(std::memory_order_relaxed)) ++windowCollectiveSteps_;
     }
   }
   {
@@ -105,10 +106,14 @@ int32_t Recorder::layerId(const char* name) {
 
 void Recorder::addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
                               const LinkTable::Entry* links, size_t numLinks,
-                              const BackwardEstimate* backward, uint64_t instance) {
-  if (numLinks > 0) {
+                              const BackwardEstimate* backward, uint64_t instance, LinkMode mode) {
+  if (mode == LinkMode::kNoBackward) numLinks = 0;
+  if (numLinks > 0 && mode == LinkMode::kTable) {
+    if (!tableCalls_.load(std::memory_order_relaxed)) tableCalls_.store(true);
     std::lock_guard<std::mutex> lock(linkMutex_);
     links_.append(forwardThreadId, links, numLinks);
+  } else if (mode == LinkMode::kHooked && !hookedCalls_.load(std::memory_order_relaxed)) {
+    hookedCalls_.store(true);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.add(record);
@@ -232,8 +237,17 @@ Window Recorder::takeWindowLocked() {
   w.sampledSteps = windowSampledSteps_;
   w.lastStep = run_.stepsSeen;
   w.seconds = static_cast<double>(now - windowStartNs_) * 1e-9;
-  w.collectiveSeconds = static_cast<double>(collectiveNs_.exchange(0)) * 1e-9;
-  windowSteps_ = windowSampledSteps_ = 0;
+  // A window with sampled steps but none the collective observer ran through (backward on hooks
+  // times collectives one step in kCollectiveEvery) repeats the last window that had one.
+  if (windowCollectiveSteps_ > 0) {
+    lastCollectiveSeconds_ = static_cast<double>(collectiveNs_.exchange(0)) * 1e-9;
+    lastCollectiveSteps_ = windowCollectiveSteps_;
+  }
+  if (windowSampledSteps_ > 0) {
+    w.collectiveSeconds = lastCollectiveSeconds_;
+    w.collectiveSteps = lastCollectiveSteps_;
+  }
+  windowSteps_ = windowSampledSteps_ = windowCollectiveSteps_ = 0;
   windowStartNs_ = now;
   return w;
 }
@@ -282,6 +296,12 @@ RunInfo Recorder::runInfoLocked() {
   run.shapeReads = shapeReads_.load(std::memory_order_relaxed);
   run.shapeChanges = shapeChanges_.load(std::memory_order_relaxed);
   run.layersSeen = stats_.layers().size();
+  const bool hooked = hookedCalls_.load(std::memory_order_relaxed);
+  const bool table = tableCalls_.load(std::memory_order_relaxed);
+  run.backwardObservation = hooked && table ? "node_hooks_and_callback"
+                            : hooked        ? "node_hooks"
+                            : table         ? "callback"
+                                            : "none";
   return run;
 }
 

@@ -35,6 +35,13 @@ struct BackwardEstimate {
   double wideFlops = 0;
 };
 
+// How a finished forward call's backward is observed (Recorder::addForwardCall).
+enum class LinkMode : uint8_t {
+  kTable,       // its links go to the link table: the global callback's backward half finds them
+  kHooked,      // its autograd nodes carry attnscope's hooks (NodeHooks.cpp): no table entry
+  kNoBackward,  // its results have no autograd history: no backward will run for it
+};
+
 // What the training threads record on this rank, and the one owner of it: the statistics since
 // start and of the current window, the forward→backward link table, the backward records pending
 // until their step ends, the trace buffer, the run's information and the live sampling state
@@ -89,7 +96,14 @@ class Recorder {
   // kNumOpKinds entries, else null) goes to the call instance's pending backward record.
   void addForwardCall(const CallRecord& record, uint64_t forwardThreadId,
                       const LinkTable::Entry* links, size_t numLinks,
-                      const BackwardEstimate* backward, uint64_t instance);
+                      const BackwardEstimate* backward, uint64_t instance,
+                      LinkMode mode = LinkMode::kTable);
+  // True once calls were hooked and none has needed the table since start: backward then needs
+  // no RecordFunction callback (Session::step leaves the global callback out).
+  bool backwardByHooks() const {
+    return hookedCalls_.load(std::memory_order_relaxed) &&
+           !tableCalls_.load(std::memory_order_relaxed);
+  }
   bool findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out);
   // `backend`: the fused kernel the node belongs to, kCount when it is not one.
   void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account,
@@ -98,6 +112,15 @@ class Recorder {
   // --- attnscope's own cost and the job's collectives ---
   // Time the job's own collectives took (the collective observer, training or comm threads).
   void addCollectiveTime(int64_t ns) { collectiveNs_.fetch_add(ns, std::memory_order_relaxed); }
+  // Whether the collective observer runs through the current step (Session sets it with the
+  // global callback); the window's per-step collective time divides by the steps it ran.
+  void setCollectivesObserved(bool on) {
+    collectivesObserved_.store(on, std::memory_order_relaxed);
+  }
+  // With backward on hooks the global callback would only time collectives, and its mere
+  // presence makes every autograd node's thread-local restore dearer: it is installed on one
+  // sampled step at least this many steps after the last one it timed.
+  static constexpr uint64_t kCollectiveEvery = 8;
   // attnscope's own time on the training threads (TSC ticks; per-op callbacks are timed one in
   // kOverheadSampling and scaled).
   void addOverheadTicks(uint64_t t) { overheadTicks_.fetch_add(t, std::memory_order_relaxed); }
@@ -152,6 +175,9 @@ class Recorder {
   std::atomic<uint64_t> shapeReads_{0};
   std::atomic<uint64_t> shapeChanges_{0};
   std::atomic<int64_t> collectiveNs_{0};
+  std::atomic<bool> collectivesObserved_{true};
+  std::atomic<bool> hookedCalls_{false};
+  std::atomic<bool> tableCalls_{false};
 
   std::mutex linkMutex_;
   LinkTable links_;
@@ -161,6 +187,9 @@ class Recorder {
   StatsTable window_;
   uint64_t windowSteps_ = 0;
   uint64_t windowSampledSteps_ = 0;
+  uint64_t windowCollectiveSteps_ = 0;  // sampled steps the collective observer ran through
+  double lastCollectiveSeconds_ = 0;    // of the last window with such a step
+  uint64_t lastCollectiveSteps_ = 0;
   int64_t windowStartNs_ = 0;
   struct PendingBackward {
     CallRecord record;

@@ -49,8 +49,8 @@ RankWindow scalars(const Window& w, int rank, const CellComparison& cells) {
       r.peakBytes = std::max(r.peakBytes, phase->call.peak);
     }
   }
-  if (w.sampledSteps > 0) {
-    r.collectiveWaitSeconds = w.collectiveSeconds / static_cast<double>(w.sampledSteps);
+  if (w.collectiveSteps > 0) {
+    r.collectiveWaitSeconds = w.collectiveSeconds / static_cast<double>(w.collectiveSteps);
   }
   r.layersChecksum = w.stats.layersChecksum();
   r.numLayers = static_cast<uint32_t>(w.stats.layers().size());

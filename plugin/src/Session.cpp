@@ -62,11 +62,20 @@ void Session::step(bool explicitCall) {
   const uint64_t t0 = ticks();
   gpu_.stepEnded();
   const bool nextSampled = recorder_.endStep(explicitCall);
-  // Until step() is called, step boundaries are inferred from backward passes, which needs the
-  // global callback (backward nodes, collectives) on every step; its collective half checks for a
-  // sampled step itself.
-  Observer::setGlobalCallbacks(nextSampled || !recorder_.explicitSteps(),
-                               config().fusedOps && nextSampled);
+  // With backward on node hooks (NodeHooks.h) the global callback only times collectives: one
+  // sampled step in Recorder::kCollectiveEvery. Otherwise it observes backward nodes on sampled
+  // steps and, until step() is called, infers step boundaries from backward passes on every step;
+  // its collective half checks for a sampled step itself.
+  bool global = false;
+  if (recorder_.backwardByHooks()) {
+    const uint64_t next = recorder_.stepIndex();
+    global = nextSampled && next - lastCollectiveStep_ >= Recorder::kCollectiveEvery;
+    if (global) lastCollectiveStep_ = next;
+  } else {
+    global = nextSampled || !recorder_.explicitSteps();
+  }
+  recorder_.setCollectivesObserved(global);
+  Observer::setGlobalCallbacks(global, config().fusedOps && nextSampled);
   recorder_.addOverheadTicks(ticks() - t0);
 }
 

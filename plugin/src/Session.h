@@ -49,6 +49,7 @@ class Session final : public RoundSource {
   const Topology topology_;
   Recorder recorder_;
   GpuCollection gpu_;
+  uint64_t lastCollectiveStep_ = 0;  // the last step the collective observer ran through (hooks)
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<ClusterReport> cluster_;  // kept when the reporter had to be left behind
 };

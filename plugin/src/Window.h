@@ -14,7 +14,8 @@ struct Window {
   uint64_t sampledSteps = 0;
   uint64_t lastStep = 0;         // steps ended since start
   double seconds = 0;            // wall time covered
-  double collectiveSeconds = 0;  // time in the job's own collectives (sampled steps)
+  double collectiveSeconds = 0;  // time in the job's own collectives (collectiveSteps)
+  uint64_t collectiveSteps = 0;  // sampled steps the collective observer ran through
 };
 
 }  // namespace detail

@@ -258,13 +258,33 @@ def _layer_enter(module, args):
     _open_modules().append(module)
 
 
+def _results(output):
+    """What exit_scope needs to hook the call's own autograd nodes (backward without a callback on
+    every node, docs/PERFORMANCE.md): the `_cdata` of the result tensors that require grad, from a
+    tensor or a tuple or list holding tensors (attention modules return (output, weights) and
+    the like; other items are skipped); () when none requires grad (no backward); None when no
+    tensor is found in it (backward is then observed through the RecordFunction callback)."""
+    if isinstance(output, torch.Tensor):
+        return (output._cdata,) if output.requires_grad else ()
+    if isinstance(output, (tuple, list)):
+        found = None
+        for item in output:
+            if isinstance(item, torch.Tensor):
+                if found is None:
+                    found = []
+                if item.requires_grad:
+                    found.append(item._cdata)
+        return found
+    return None
+
+
 def _layer_exit(module, args, output):
     if _is_compiling():
         return
     s = _open_modules()
     if s and s[-1] is module:
         s.pop()
-        _attnscope.exit_scope()
+        _attnscope.exit_scope(_results(output))
 
 
 def _may_run_fast_path(module):
@@ -425,10 +445,12 @@ def install():
         _add_layer(caller, _names[caller], "calls_sdpa")
         _ensure_started()
         _attnscope.enter_scope(_layers[caller], False)
+        result = None
         try:
-            return sdpa(*args, **kwargs)
+            result = sdpa(*args, **kwargs)
+            return result
         finally:
-            _attnscope.exit_scope()
+            _attnscope.exit_scope(_results(result))
     scaled_dot_product_attention.__wrapped__ = sdpa
     scaled_dot_product_attention.__doc__ = sdpa.__doc__
     _replace(functional, "scaled_dot_product_attention", scaled_dot_product_attention)
@@ -447,10 +469,12 @@ def install():
             _ensure_started()
             _region_origin(module)
             _attnscope.enter_scope(_region_name(module), True)
+            result = None
             try:
-                return compiled(*a, **k)
+                result = compiled(*a, **k)
+                return result
             finally:
-                _attnscope.exit_scope()
+                _attnscope.exit_scope(_results(result))
         self._compiled_call_impl = region
         self._attnscope_region = True
     compile.__wrapped__ = module_compile

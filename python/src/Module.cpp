@@ -2,11 +2,15 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <ATen/core/Tensor.h>
 
 #include "attnscope/Distributed.h"
 #include "attnscope/attnscope.h"
@@ -134,9 +138,27 @@ PYBIND11_MODULE(_attnscope, m) {
             name.c_str(), region ? attnscope::ScopeType::kRegion : attnscope::ScopeType::kLayer));
       },
       py::arg("name"), py::arg("region") = false);
-  m.def("exit_scope", [] {
-    if (!tScopes.empty()) tScopes.pop_back();
-  });
+  // `results`: None (unknown: backward observed through a RecordFunction callback), or the
+  // `_cdata` (TensorImpl address) of each result tensor that requires grad, at most 8, the
+  // caller holding the tensors: backward is then observed through hooks on the call's own nodes.
+  m.def(
+      "exit_scope",
+      [](const py::object& results) {
+        if (tScopes.empty()) return;
+        if (!results.is_none()) {
+          std::array<at::Tensor, 8> tensors;
+          size_t n = 0;
+          for (const py::handle item : results) {
+            if (n == tensors.size()) break;
+            auto* impl = reinterpret_cast<c10::TensorImpl*>(item.cast<uintptr_t>());
+            tensors[n++] = at::Tensor(
+                c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(impl));
+          }
+          tScopes.back()->close(tensors.data(), n);
+        }
+        tScopes.pop_back();
+      },
+      py::arg("results") = py::none());
   m.def(
       "enter_fused",
       [](const std::string& name) {

@@ -111,6 +111,11 @@ def check_model(tmp, model, names, rule, kinds, phases=("forward", "backward"), 
         check(sorted(origins) == sorted(names), f"{model} rank {rank}: discovery lists {sorted(origins)}")
         check(all(o["rule"] == rule for o in origins.values()), f"{model} rank {rank}: rules {origins}")
         check(not s["discovery"]["nothing_found"], f"{model} rank {rank}: nothing_found set")
+        # The attach closes every call with its results: backward runs on hooks on each call's own
+        # autograd nodes, with no RecordFunction callback on every node.
+        if "backward" in phases:
+            check(s["discovery"]["backward"] == "node_hooks",
+                  f"{model} rank {rank}: backward observed by {s['discovery']['backward']}, not node_hooks")
         own = load(os.path.join(tmp, f"own-{rank}.json"))
         # Every layer call runs inside a step the script timed: over all steps (the first one's
         # one-time work included on both sides) the layers' forward is a share of the steps' time.

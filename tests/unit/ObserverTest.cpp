@@ -117,6 +117,108 @@ TEST_F(ObserverTest, BackwardCountEqualsForwardCountPerLayerAndKind) {
   }
 }
 
+// AttentionScope::close with the call's result: backward through hooks on the call's own autograd
+// nodes, the same figures as the callback path above, and no global callback on the steps between
+// the collective observer's (one in Recorder::kCollectiveEvery = 8).
+TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
+  start(quietConfig());
+  Weights w0(32), w1(32);
+  const int steps = 10;
+  for (int i = 0; i < steps; ++i) {
+    auto x = torch::randn({2, 16, 32});
+    torch::Tensor h;
+    {
+      AttentionScope scope("layers.0.attn");
+      h = naiveAttention(x, w0.wqkv, w0.wo, 4);
+      scope.close(&h, 1);
+    }
+    h = torch::relu(h) * 2;  // outside any call: its nodes carry no hook
+    {
+      AttentionScope scope("layers.1.attn");
+      h = naiveAttention(h, w1.wqkv, w1.wo, 4);
+      scope.close(&h, 1);
+    }
+    // Step 0 starts with the global callback (nothing hooked yet); after it only step 8 has it.
+    EXPECT_EQ(at::hasGlobalCallbacks(), i == 0 || i == 8) << "step " << i;
+    h.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  ASSERT_EQ(stats.layers().size(), 2u);
+  for (const char* layer : {"layers.0.attn", "layers.1.attn"}) {
+    const PhaseStats* fwd = findPhase(stats, layer, Phase::kForward);
+    const PhaseStats* bwd = findPhase(stats, layer, Phase::kBackward);
+    ASSERT_NE(fwd, nullptr) << layer;
+    ASSERT_NE(bwd, nullptr) << layer;
+    EXPECT_EQ(bwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
+    for (OpKind kind : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
+                        OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
+      const CellStats* f = findKind(fwd, kind);
+      const CellStats* b = findKind(bwd, kind);
+      ASSERT_NE(f, nullptr) << layer << " forward " << opKindName(kind);
+      ASSERT_NE(b, nullptr) << layer << " backward " << opKindName(kind);
+      EXPECT_EQ(f->seconds.count(), b->seconds.count()) << layer << " " << opKindName(kind);
+      EXPECT_GT(b->seconds.sum(), 0.0) << layer << " " << opKindName(kind);
+    }
+    // The nodes of the two linears (qkv: AddmmBackward/MmBackward and the weight's TBackward),
+    // the two bmm, the div and the softmax ran once per step: no node was timed twice.
+    EXPECT_EQ(findKind(bwd, OpKind::kScoreMatmul)->ops, static_cast<uint64_t>(steps)) << layer;
+    EXPECT_EQ(findKind(bwd, OpKind::kContextMatmul)->ops, static_cast<uint64_t>(steps)) << layer;
+    EXPECT_EQ(findKind(bwd, OpKind::kSoftmax)->ops, static_cast<uint64_t>(2 * steps)) << layer;
+  }
+}
+
+// Closed scopes without step() calls: unsampled steps hook one node to see the backward pass, so
+// steps are still inferred with no global callback on them.
+TEST_F(ObserverTest, ClosedScopesInferStepsWithoutACallback) {
+  Config c = quietConfig();
+  c.sampleEvery = 2;
+  start(c);
+  auto x = torch::randn({4, 8}, torch::requires_grad());
+  for (int i = 0; i < 7; ++i) {
+    torch::Tensor y;
+    {
+      AttentionScope scope("attn");
+      y = torch::softmax(x, -1);
+      scope.close(&y, 1);
+    }
+    if (i > 0) EXPECT_FALSE(at::hasGlobalCallbacks()) << "step " << i;
+    y.sum().backward();
+  }
+  EXPECT_EQ(runInfo().stepsSeen, 6u);  // the seventh ends at stop
+  EXPECT_FALSE(runInfo().explicitSteps);
+  const StatsTable stats = statistics();
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kForward)->call.seconds.count(), 4u);   // 0, 2, 4, 6
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kBackward)->call.seconds.count(), 3u);  // 6 unfolded
+}
+
+// A result without autograd history (evaluation) means no backward: the run stays on hooks.
+TEST_F(ObserverTest, ClosedScopesInEvaluationKeepTheHookPath) {
+  start(quietConfig());
+  Weights w(16);
+  for (int i = 0; i < 4; ++i) {
+    auto x = torch::randn({2, 8, 16});
+    torch::Tensor h;
+    {
+      torch::NoGradGuard evaluation;
+      AttentionScope scope("attn");
+      h = naiveAttention(x, w.wqkv, w.wo, 2);
+      scope.close(&h, 1);
+    }
+    {
+      AttentionScope scope("attn");
+      h = naiveAttention(x, w.wqkv, w.wo, 2);
+      scope.close(&h, 1);
+    }
+    h.sum().backward();
+    step();
+  }
+  EXPECT_FALSE(at::hasGlobalCallbacks());
+  const StatsTable stats = statistics();
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kForward)->call.seconds.count(), 8u);
+  EXPECT_EQ(findPhase(stats, "attn", Phase::kBackward)->call.seconds.count(), 4u);
+}
+
 TEST_F(ObserverTest, OpsOutsideScopesAreNotRecorded) {
   start(quietConfig());
   auto x = torch::randn({2, 8, 16}, torch::requires_grad());
@@ -267,6 +369,52 @@ TEST_F(ObserverTest, CheckpointRecomputeIsCountedAsRecomputeNotForward) {
   ASSERT_NE(bwd, nullptr);
   EXPECT_EQ(fwd->call.seconds.count(), 3u);
   EXPECT_EQ(re->call.seconds.count(), 3u);
+  EXPECT_EQ(bwd->call.seconds.count(), 3u);
+  EXPECT_NE(findKind(bwd, OpKind::kScoreMatmul), nullptr);
+}
+
+// The same with closed scopes: the forward call's result has no history (the function's forward
+// runs without grad), the recompute's nodes are hooked and run in the inner backward.
+struct ClosedCheckpointedAttention : public torch::autograd::Function<ClosedCheckpointedAttention> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
+                               torch::Tensor wqkv, torch::Tensor wo) {
+    ctx->save_for_backward({x, wqkv, wo});
+    AttentionScope scope("ckpt.attn");
+    torch::Tensor out = naiveAttention(x, wqkv, wo, 2);
+    scope.close(&out, 1);
+    return out;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto x = saved[0].detach().requires_grad_();
+    torch::AutoGradMode enable(true);
+    torch::Tensor out;
+    {
+      AttentionScope scope("ckpt.attn");
+      out = naiveAttention(x, saved[1], saved[2], 2);
+      scope.close(&out, 1);
+    }
+    auto g = torch::autograd::grad({out}, {x, saved[1], saved[2]}, {grads[0]});
+    return {g[0], g[1], g[2]};
+  }
+};
+
+TEST_F(ObserverTest, ClosedCheckpointRecomputeIsCountedAsRecompute) {
+  start(quietConfig());
+  Weights w(16);
+  for (int i = 0; i < 3; ++i) {
+    auto x = torch::randn({2, 8, 16}, torch::requires_grad());
+    auto y = ClosedCheckpointedAttention::apply(x, w.wqkv, w.wo);
+    y.sum().backward();
+    step();
+  }
+  const StatsTable stats = statistics();
+  const PhaseStats* bwd = findPhase(stats, "ckpt.attn", Phase::kBackward);
+  ASSERT_NE(findPhase(stats, "ckpt.attn", Phase::kForward), nullptr);
+  ASSERT_NE(findPhase(stats, "ckpt.attn", Phase::kRecompute), nullptr);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(findPhase(stats, "ckpt.attn", Phase::kRecompute)->call.seconds.count(), 3u);
   EXPECT_EQ(bwd->call.seconds.count(), 3u);
   EXPECT_NE(findKind(bwd, OpKind::kScoreMatmul), nullptr);
 }

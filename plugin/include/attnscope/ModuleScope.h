@@ -6,6 +6,7 @@
 //     torch::Tensor forward(const torch::Tensor& x) {
 //       attnscope::ModuleScope scope(*this);   // the layer is this module's path in the model
 //       ...
+//       return scope.close(out);               // optional: backward through the call's own nodes
 //     }
 //   };
 //   auto model = Gpt(options);
@@ -37,6 +38,13 @@ class ATTNSCOPE_API ModuleScope {
   explicit ModuleScope(const torch::nn::Module& module);
   ModuleScope(const ModuleScope&) = delete;
   ModuleScope& operator=(const ModuleScope&) = delete;
+
+  // Ends the call with its result and returns it, `return scope.close(out);`: backward is then
+  // observed through hooks on the call's own autograd nodes (AttentionScope::close).
+  torch::Tensor close(const torch::Tensor& out) {
+    scope_.close(&out, 1);
+    return out;
+  }
 
  private:
   AttentionScope scope_;

@@ -12,6 +12,7 @@
 //
 // No LibTorch header is included here.
 
+#include <cstddef>
 #include <string>
 
 #include "attnscope/core/ClusterReport.h"
@@ -21,6 +22,10 @@
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
+
+namespace at {
+class Tensor;
+}
 
 namespace attnscope {
 
@@ -84,6 +89,15 @@ class ATTNSCOPE_API AttentionScope {
   ~AttentionScope();
   AttentionScope(const AttentionScope&) = delete;
   AttentionScope& operator=(const AttentionScope&) = delete;
+
+  // Ends the call now with its results (the destructor then does nothing). Its backward is then
+  // observed through hooks on the autograd nodes the call's own ops made, found from `outputs`,
+  // so that no callback runs for the rest of the backward pass (docs/PERFORMANCE.md); a scope
+  // closed by its destructor alone is observed through a RecordFunction callback on every node.
+  //   attnscope::AttentionScope scope("layers.0.attn");
+  //   at::Tensor out = attention(x);
+  //   scope.close(&out, 1);
+  void close(const at::Tensor* outputs, size_t count);
 
  private:
   bool active_ = false;

@@ -55,6 +55,9 @@ struct RunInfo {
   std::vector<std::string> discoveryNotes;
   uint64_t layersSeen = 0;    // distinct layer names recorded
   bool nothingFound = false;  // kNothingFoundSteps steps ended and no attention call was seen
+  // How backward nodes were observed (docs/ARCHITECTURE.md, "Backward attribution"):
+  // "node_hooks", "callback", "node_hooks_and_callback", or "none" before any call with links.
+  std::string backwardObservation = "none";
 };
 
 }  // namespace attnscope

@@ -1,0 +1,160 @@
+#include "NodeHooks.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/version.h>
+
+#include "NodeTiming.h"
+#include "Recorder.h"
+#include "attnscope/collectors/Clock.h"
+
+namespace attnscope {
+namespace detail {
+namespace {
+
+using torch::autograd::FunctionPostHook;
+using torch::autograd::FunctionPreHook;
+using torch::autograd::Node;
+using torch::autograd::variable_list;
+
+// Compiled autograd asks every hook for its arguments and raises for C++ hooks that do not
+// answer; ours answer nothing, so a compiled backward runs without them (what it hides,
+// docs/DISCOVERY.md) instead of failing.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 6)
+#define ATTNSCOPE_COMPILED_ARGS \
+  void compiled_args(torch::dynamo::autograd::CompiledNodeArgs& /*args*/) const override {}
+#else
+#define ATTNSCOPE_COMPILED_ARGS
+#endif
+
+// The node's timing lives in its pre-hook; the post-hook, owned by the same node, ends it.
+class TimingPreHook final : public FunctionPreHook {
+ public:
+  TimingPreHook(Recorder* recorder, const Link& link, AttentionBackend backend)
+      : recorder_(recorder), link_(link), backend_(backend) {}
+
+  variable_list operator()(const variable_list& grads) override {
+    open_ = false;
+    // A backward run after the session stopped, or on a step the recorder no longer samples
+    // (a graph kept with retain_graph), records nothing.
+    if (currentRecorder() != recorder_) return grads;
+    recorder_->noteBackward();
+    if (!recorder_->sampled()) return grads;
+    const uint64_t entry = nodeTimed() ? ticks() : 0;
+    timing_.begin(recorder_, link_, backend_, entry);
+    open_ = true;
+    return grads;
+  }
+
+  void close() {
+    if (!open_) return;
+    open_ = false;
+    timing_.end();
+  }
+
+  ATTNSCOPE_COMPILED_ARGS
+
+ private:
+  Recorder* recorder_;
+  Link link_;
+  AttentionBackend backend_;
+  NodeTiming timing_;
+  bool open_ = false;
+};
+
+class TimingPostHook final : public FunctionPostHook {
+ public:
+  explicit TimingPostHook(TimingPreHook* pre) : pre_(pre) {}
+
+  variable_list operator()(const variable_list& outputs, const variable_list& /*inputs*/) override {
+    pre_->close();
+    return outputs;
+  }
+
+  ATTNSCOPE_COMPILED_ARGS
+
+ private:
+  TimingPreHook* pre_;  // owned by the same node, destroyed with it
+};
+
+class BackwardSeenHook final : public FunctionPreHook {
+ public:
+  explicit BackwardSeenHook(Recorder* recorder) : recorder_(recorder) {}
+
+  variable_list operator()(const variable_list& grads) override {
+    if (currentRecorder() == recorder_) recorder_->noteBackward();
+    return grads;
+  }
+
+  ATTNSCOPE_COMPILED_ARGS
+
+ private:
+  Recorder* recorder_;
+};
+
+// The index of the last link with sequence number `seq` (the op whose node took the number,
+// LinkTable's rule), or -1.
+long findLink(const LinkTable::Entry* links, size_t numLinks, int64_t seq) {
+  const LinkTable::Entry* end = links + numLinks;
+  const LinkTable::Entry* it = std::upper_bound(
+      links, end, seq, [](int64_t s, const LinkTable::Entry& e) { return s < e.first; });
+  if (it == links || (it - 1)->first != seq) return -1;
+  return static_cast<long>(it - 1 - links);
+}
+
+struct WalkState {
+  std::vector<Node*> stack;
+  std::vector<uint8_t> hooked;  // per link index
+};
+
+}  // namespace
+
+int hookCallNodes(Recorder* recorder, uint64_t forwardThreadId, const at::Tensor* outputs,
+                  size_t count, const LinkTable::Entry* links, size_t numLinks) {
+  thread_local WalkState w;
+  w.stack.clear();
+  for (size_t i = 0; i < count; ++i) {
+    if (!outputs[i].defined()) continue;
+    Node* fn = outputs[i].grad_fn().get();
+    if (fn != nullptr) w.stack.push_back(fn);
+  }
+  if (w.stack.empty()) return -1;
+  w.hooked.assign(numLinks, 0);
+  int hooked = 0;
+  while (!w.stack.empty()) {
+    Node* node = w.stack.back();
+    w.stack.pop_back();
+    if (node->thread_id() != forwardThreadId) continue;
+    const long i = findLink(links, numLinks, static_cast<int64_t>(node->sequence_nr()));
+    if (i < 0 || w.hooked[i]) continue;  // made outside the call (an input), or seen
+    w.hooked[i] = 1;
+    const Link& link = links[i].second;
+    const AttentionBackend backend = link.kind == OpKind::kFusedAttention
+                                         ? attentionBackendOfNode(node->name().c_str())
+                                         : AttentionBackend::kCount;
+    auto pre = std::make_unique<TimingPreHook>(recorder, link, backend);
+    TimingPreHook* raw = pre.get();
+    node->add_pre_hook(std::move(pre));
+    node->add_post_hook(std::make_unique<TimingPostHook>(raw));
+    ++hooked;
+    for (const torch::autograd::Edge& edge : node->next_edges()) {
+      if (edge.function != nullptr) w.stack.push_back(edge.function.get());
+    }
+  }
+  return hooked;
+}
+
+bool hookBackwardSeen(Recorder* recorder, const at::Tensor& output) {
+  if (!output.defined()) return false;
+  Node* fn = output.grad_fn().get();
+  if (fn == nullptr) return false;
+  fn->add_pre_hook(std::make_unique<BackwardSeenHook>(recorder));
+  return true;
+}
+
+}  // namespace detail
+}  // namespace attnscope
