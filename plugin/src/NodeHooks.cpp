@@ -35,15 +35,16 @@ using torch::autograd::variable_list;
 class TimingPreHook final : public FunctionPreHook {
  public:
   TimingPreHook(Recorder* recorder, const Link& link, AttentionBackend backend)
-      : recorder_(recorder), link_(link), backend_(backend) {}
+      : recorder_(recorder), link_(link), backend_(backend), step_(recorder->stepIndex()) {}
 
   variable_list operator()(const variable_list& grads) override {
     open_ = false;
-    // A backward run after the session stopped, or on a step the recorder no longer samples
-    // (a graph kept with retain_graph), records nothing.
+    // A backward run after the session stopped, or in a later step than the forward that made the
+    // node (a graph kept with retain_graph and run again: its call's record was folded, and the
+    // callback path's table was cleared too), records nothing.
     if (currentRecorder() != recorder_) return grads;
     recorder_->noteBackward();
-    if (!recorder_->sampled()) return grads;
+    if (recorder_->stepIndex() != step_ || !recorder_->sampled()) return grads;
     const uint64_t entry = nodeTimed() ? ticks() : 0;
     timing_.begin(recorder_, link_, backend_, entry);
     open_ = true;
@@ -62,6 +63,7 @@ class TimingPreHook final : public FunctionPreHook {
   Recorder* recorder_;
   Link link_;
   AttentionBackend backend_;
+  uint64_t step_;  // the step whose forward made the node
   NodeTiming timing_;
   bool open_ = false;
 };
