@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -71,86 +72,44 @@ class ObserverTest : public ::testing::Test {
   void TearDown() override { stop(); }
 };
 
-TEST_F(ObserverTest, BackwardCountEqualsForwardCountPerLayerAndKind) {
-  start(quietConfig());
+// Two attention layers trained for `steps` steps, a relu between them outside any call. `close`:
+// each scope ends with AttentionScope::close(result) (backward on node hooks), else with its
+// destructor (the global callback). `beforeBackward(i)` runs before step i's backward.
+void trainTwoLayers(int steps, bool close, const std::function<void(int)>& beforeBackward = {}) {
   Weights w0(32), w1(32);
-  const int steps = 5;
   for (int i = 0; i < steps; ++i) {
-    auto x = torch::randn({2, 16, 32});
-    torch::Tensor h;
+    torch::Tensor h = torch::randn({2, 16, 32});
     {
       AttentionScope scope("layers.0.attn");
-      h = naiveAttention(x, w0.wqkv, w0.wo, 4);
+      h = naiveAttention(h, w0.wqkv, w0.wo, 4);
+      if (close) scope.close(&h, 1);
     }
+    h = torch::relu(h) * 2;  // outside any call: not recorded, and its nodes carry no hook
     {
       AttentionScope scope("layers.1.attn");
       h = naiveAttention(h, w1.wqkv, w1.wo, 4);
+      if (close) scope.close(&h, 1);
     }
+    if (beforeBackward) beforeBackward(i);
     h.sum().backward();
     step();
-  }
-  const StatsTable stats = statistics();
-  ASSERT_EQ(stats.layers().size(), 2u);
-  for (const char* layer : {"layers.0.attn", "layers.1.attn"}) {
-    const PhaseStats* fwd = findPhase(stats, layer, Phase::kForward);
-    const PhaseStats* bwd = findPhase(stats, layer, Phase::kBackward);
-    ASSERT_NE(fwd, nullptr) << layer;
-    ASSERT_NE(bwd, nullptr) << layer;
-    EXPECT_EQ(fwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
-    EXPECT_EQ(bwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
-    for (OpKind kind : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
-                        OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
-      const CellStats* f = findKind(fwd, kind);
-      const CellStats* b = findKind(bwd, kind);
-      ASSERT_NE(f, nullptr) << layer << " forward " << opKindName(kind);
-      ASSERT_NE(b, nullptr) << layer << " backward " << opKindName(kind);
-      EXPECT_EQ(f->seconds.count(), b->seconds.count()) << layer << " " << opKindName(kind);
-      EXPECT_GT(b->seconds.sum(), 0.0) << layer << " " << opKindName(kind);
-    }
-    // Exactly the recipe's top-level ops: 2 linears, 2 bmm, 1 softmax per call.
-    EXPECT_EQ(findKind(fwd, OpKind::kQkvProjection)->ops, static_cast<uint64_t>(steps));
-    EXPECT_EQ(findKind(fwd, OpKind::kOutputProjection)->ops, static_cast<uint64_t>(steps));
-    EXPECT_EQ(findKind(fwd, OpKind::kScoreMatmul)->ops, static_cast<uint64_t>(steps));
-    EXPECT_EQ(findKind(fwd, OpKind::kContextMatmul)->ops, static_cast<uint64_t>(steps));
-    // softmax stage: the scaling div and the softmax.
-    EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->ops, static_cast<uint64_t>(2 * steps));
   }
 }
 
-// AttentionScope::close with the call's result: backward through hooks on the call's own autograd
-// nodes, the same figures as the callback path above, and no global callback on the steps between
-// the collective observer's (one in Recorder::kCollectiveEvery = 8).
-TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
-  start(quietConfig());
-  Weights w0(32), w1(32);
-  const int steps = 10;
-  for (int i = 0; i < steps; ++i) {
-    auto x = torch::randn({2, 16, 32});
-    torch::Tensor h;
-    {
-      AttentionScope scope("layers.0.attn");
-      h = naiveAttention(x, w0.wqkv, w0.wo, 4);
-      scope.close(&h, 1);
-    }
-    h = torch::relu(h) * 2;  // outside any call: its nodes carry no hook
-    {
-      AttentionScope scope("layers.1.attn");
-      h = naiveAttention(h, w1.wqkv, w1.wo, 4);
-      scope.close(&h, 1);
-    }
-    // Step 0 starts with the global callback (nothing hooked yet); after it only step 8 has it.
-    EXPECT_EQ(at::hasGlobalCallbacks(), i == 0 || i == 8) << "step " << i;
-    h.sum().backward();
-    step();
-  }
+// Per layer: forward and backward calls equal the steps; every recipe kind has as many backward
+// samples as forward ones; the recipe's top-level ops (2 linears, 2 bmm, the scaling div and the
+// softmax per call) and their nodes each counted once.
+void expectBackwardMirrorsForward(int steps) {
   const StatsTable stats = statistics();
   ASSERT_EQ(stats.layers().size(), 2u);
+  const auto n = static_cast<uint64_t>(steps);
   for (const char* layer : {"layers.0.attn", "layers.1.attn"}) {
     const PhaseStats* fwd = findPhase(stats, layer, Phase::kForward);
     const PhaseStats* bwd = findPhase(stats, layer, Phase::kBackward);
     ASSERT_NE(fwd, nullptr) << layer;
     ASSERT_NE(bwd, nullptr) << layer;
-    EXPECT_EQ(bwd->call.seconds.count(), static_cast<uint64_t>(steps)) << layer;
+    EXPECT_EQ(fwd->call.seconds.count(), n) << layer;
+    EXPECT_EQ(bwd->call.seconds.count(), n) << layer;
     for (OpKind kind : {OpKind::kQkvProjection, OpKind::kScoreMatmul, OpKind::kSoftmax,
                         OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy}) {
       const CellStats* f = findKind(fwd, kind);
@@ -160,12 +119,32 @@ TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
       EXPECT_EQ(f->seconds.count(), b->seconds.count()) << layer << " " << opKindName(kind);
       EXPECT_GT(b->seconds.sum(), 0.0) << layer << " " << opKindName(kind);
     }
-    // The nodes of the two linears (qkv: AddmmBackward/MmBackward and the weight's TBackward),
-    // the two bmm, the div and the softmax ran once per step: no node was timed twice.
-    EXPECT_EQ(findKind(bwd, OpKind::kScoreMatmul)->ops, static_cast<uint64_t>(steps)) << layer;
-    EXPECT_EQ(findKind(bwd, OpKind::kContextMatmul)->ops, static_cast<uint64_t>(steps)) << layer;
-    EXPECT_EQ(findKind(bwd, OpKind::kSoftmax)->ops, static_cast<uint64_t>(2 * steps)) << layer;
+    EXPECT_EQ(findKind(fwd, OpKind::kQkvProjection)->ops, n) << layer;
+    EXPECT_EQ(findKind(fwd, OpKind::kOutputProjection)->ops, n) << layer;
+    for (const PhaseStats* phase : {fwd, bwd}) {
+      EXPECT_EQ(findKind(phase, OpKind::kScoreMatmul)->ops, n) << layer;
+      EXPECT_EQ(findKind(phase, OpKind::kContextMatmul)->ops, n) << layer;
+      EXPECT_EQ(findKind(phase, OpKind::kSoftmax)->ops, 2 * n) << layer;  // the div and softmax
+    }
   }
+}
+
+TEST_F(ObserverTest, BackwardCountEqualsForwardCountPerLayerAndKind) {
+  start(quietConfig());
+  trainTwoLayers(5, /*close=*/false);
+  expectBackwardMirrorsForward(5);
+}
+
+// The same figures with backward on node hooks, and no global callback on the steps between the
+// collective observer's (one in Recorder::kCollectiveEvery = 8).
+TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
+  start(quietConfig());
+  trainTwoLayers(10, /*close=*/true, [](int i) {
+    // Step 0 starts with the global callback (nothing hooked yet); after it only step 8 has it.
+    EXPECT_EQ(at::hasGlobalCallbacks(), i == 0 || i == 8) << "step " << i;
+  });
+  expectBackwardMirrorsForward(10);
+  EXPECT_EQ(runInfo().backwardObservation, "node_hooks");
 }
 
 // Closed scopes without step() calls: unsampled steps hook one node to see the backward pass, so
