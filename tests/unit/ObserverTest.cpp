@@ -308,12 +308,18 @@ TEST_F(ObserverTest, BackwardOnAnotherThreadIsAttributed) {
 
 // Reentrant activation checkpointing, as torch.utils.checkpoint does it: forward without saving
 // activations, recompute inside backward with grad enabled, backpropagate through the recompute.
-struct CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention> {
+// `Close`: the scopes end with AttentionScope::close(result) (the forward's result has no history,
+// as the function's forward runs without grad; the recompute's nodes are hooked and run in the
+// inner backward), else with their destructor.
+template <bool Close>
+struct CheckpointedAttention : public torch::autograd::Function<CheckpointedAttention<Close>> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
                                torch::Tensor wqkv, torch::Tensor wo) {
     ctx->save_for_backward({x, wqkv, wo});
     AttentionScope scope("ckpt.attn");
-    return naiveAttention(x, wqkv, wo, 2);
+    torch::Tensor out = naiveAttention(x, wqkv, wo, 2);
+    if (Close) scope.close(&out, 1);
+    return out;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
@@ -324,18 +330,20 @@ struct CheckpointedAttention : public torch::autograd::Function<CheckpointedAtte
     {
       AttentionScope scope("ckpt.attn");
       out = naiveAttention(x, saved[1], saved[2], 2);
+      if (Close) scope.close(&out, 1);
     }
     auto g = torch::autograd::grad({out}, {x, saved[1], saved[2]}, {grads[0]});
     return {g[0], g[1], g[2]};
   }
 };
 
-TEST_F(ObserverTest, CheckpointRecomputeIsCountedAsRecomputeNotForward) {
+template <bool Close>
+void expectRecomputeCountedAsRecompute() {
   start(quietConfig());
   Weights w(16);
   for (int i = 0; i < 3; ++i) {
     auto x = torch::randn({2, 8, 16}, torch::requires_grad());
-    auto y = CheckpointedAttention::apply(x, w.wqkv, w.wo);
+    auto y = CheckpointedAttention<Close>::apply(x, w.wqkv, w.wo);
     y.sum().backward();
     step();
   }
@@ -350,52 +358,15 @@ TEST_F(ObserverTest, CheckpointRecomputeIsCountedAsRecomputeNotForward) {
   EXPECT_EQ(re->call.seconds.count(), 3u);
   EXPECT_EQ(bwd->call.seconds.count(), 3u);
   EXPECT_NE(findKind(bwd, OpKind::kScoreMatmul), nullptr);
+  EXPECT_EQ(runInfo().backwardObservation, Close ? "node_hooks" : "callback");
 }
 
-// The same with closed scopes: the forward call's result has no history (the function's forward
-// runs without grad), the recompute's nodes are hooked and run in the inner backward.
-struct ClosedCheckpointedAttention : public torch::autograd::Function<ClosedCheckpointedAttention> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor x,
-                               torch::Tensor wqkv, torch::Tensor wo) {
-    ctx->save_for_backward({x, wqkv, wo});
-    AttentionScope scope("ckpt.attn");
-    torch::Tensor out = naiveAttention(x, wqkv, wo, 2);
-    scope.close(&out, 1);
-    return out;
-  }
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    auto x = saved[0].detach().requires_grad_();
-    torch::AutoGradMode enable(true);
-    torch::Tensor out;
-    {
-      AttentionScope scope("ckpt.attn");
-      out = naiveAttention(x, saved[1], saved[2], 2);
-      scope.close(&out, 1);
-    }
-    auto g = torch::autograd::grad({out}, {x, saved[1], saved[2]}, {grads[0]});
-    return {g[0], g[1], g[2]};
-  }
-};
+TEST_F(ObserverTest, CheckpointRecomputeIsCountedAsRecomputeNotForward) {
+  expectRecomputeCountedAsRecompute<false>();
+}
 
 TEST_F(ObserverTest, ClosedCheckpointRecomputeIsCountedAsRecompute) {
-  start(quietConfig());
-  Weights w(16);
-  for (int i = 0; i < 3; ++i) {
-    auto x = torch::randn({2, 8, 16}, torch::requires_grad());
-    auto y = ClosedCheckpointedAttention::apply(x, w.wqkv, w.wo);
-    y.sum().backward();
-    step();
-  }
-  const StatsTable stats = statistics();
-  const PhaseStats* bwd = findPhase(stats, "ckpt.attn", Phase::kBackward);
-  ASSERT_NE(findPhase(stats, "ckpt.attn", Phase::kForward), nullptr);
-  ASSERT_NE(findPhase(stats, "ckpt.attn", Phase::kRecompute), nullptr);
-  ASSERT_NE(bwd, nullptr);
-  EXPECT_EQ(findPhase(stats, "ckpt.attn", Phase::kRecompute)->call.seconds.count(), 3u);
-  EXPECT_EQ(bwd->call.seconds.count(), 3u);
-  EXPECT_NE(findKind(bwd, OpKind::kScoreMatmul), nullptr);
+  expectRecomputeCountedAsRecompute<true>();
 }
 
 TEST_F(ObserverTest, MemoryOfAKnownAllocationPattern) {
