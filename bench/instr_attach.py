@@ -9,7 +9,13 @@ attnscope.start with configured roofline ceilings so that no calibration runs in
 no metrics port; backward on hooks on each call's own autograd nodes), callback (the same, but
 every call closed without its results, as a scope closed by its destructor is: backward through
 the global RecordFunction callback on every node, the path before node hooks), profiler (torch.profiler, CPU, profile_memory=True, around the counted steps).
-Two steps warm up (allocator, autograd, discovery), callgrind's counters are zeroed
+Ablations, each the attnscope variant less one part, to find where its cost goes:
+  python      the attach's Python alone: its module hooks run, attnscope's scope calls are no-ops
+              and attnscope never starts (no session, no RecordFunction callback)
+  noroofline  attnscope with ATTNSCOPE_ROOFLINE=0 (no input shapes read)
+  nomemory    attnscope with ATTNSCOPE_MEMORY=0 (no allocation attribution)
+Three steps warm up (allocator, autograd, discovery, whose global module hook ends at the third
+optimizer step), callgrind's counters are zeroed
 (callgrind_control -z), N steps run, and the counters are dumped (-d): the dump ending in .1 holds
 exactly those steps. For profiler a second dump (.2) holds what the profiler spends when it stops.
 Models (one thread, built from configs, nothing downloaded):
@@ -52,9 +58,22 @@ def build(model, seq, batch):
     return net, lambda: F.cross_entropy(net(tokens).reshape(-1, vocab), tokens.reshape(-1))
 
 
+class FakeScopes:
+    """The extension module with its scope calls made no-ops (the python variant): what is left is
+    the attach's own Python (module hooks, their arguments, the results' `_cdata`)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        if name in ("enter_scope", "exit_scope", "enter_fused", "exit_fused"):
+            return lambda *args, **kwargs: None
+        return getattr(self._real, name)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("variant", choices=("off", "attnscope", "callback", "profiler"))
+    p.add_argument("variant", choices=("off", "attnscope", "callback", "profiler", "python", "noroofline", "nomemory"))
     p.add_argument("--model", choices=("encoder", "llama", "gpt"), default="encoder")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
@@ -63,14 +82,22 @@ def main():
     a = p.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    if a.variant in ("attnscope", "callback"):
+    observed = a.variant not in ("off", "profiler")
+    if observed:
         import attnscope
         from attnscope import _attach
         if a.variant == "callback":
             _attach._results = lambda output: None  # no results: the callback path
+        if a.variant == "python":  # attnscope never starts: no session, no callbacks, no allocator
+            _attach._attnscope = FakeScopes(_attach._attnscope)
+            _attach._ensure_started = lambda: None
         _attach.install()  # before the model is built, as sitecustomize does under attnscope-run
-        attnscope.start(sample_every=a.sample_every, peak_flops=3e10, peak_bandwidth=1e10, port=0,
-                        log_level="error")
+        # Configured ceilings: no calibration inside the count (and none to set without a roofline).
+        parts = {"roofline": False} if a.variant == "noroofline" else {"peak_flops": 3e10, "peak_bandwidth": 1e10}
+        if a.variant == "nomemory":
+            parts["memory"] = False
+        if a.variant != "python":
+            attnscope.start(sample_every=a.sample_every, port=0, log_level="error", **parts)
     net, loss_of = build(a.model, a.seq, a.batch)
     opt = torch.optim.SGD(net.parameters(), lr=0.01)
 
@@ -83,7 +110,7 @@ def main():
     def ctl(flag):
         subprocess.run(["callgrind_control", flag, str(os.getpid())], capture_output=True)
 
-    for _ in range(2):
+    for _ in range(3):
         step()
     if a.variant == "profiler":
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True):
@@ -97,8 +124,7 @@ def main():
         for _ in range(a.steps):
             step()
         ctl("-d")
-    if a.variant in ("attnscope", "callback"):
-        import attnscope
+    if observed and a.variant != "python":
         summary = attnscope.summary()
         layers = [l["name"] for l in summary["layers"]]
         attnscope.stop()

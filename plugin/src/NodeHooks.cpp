@@ -110,30 +110,79 @@ long findLink(const LinkTable::Entry* links, size_t numLinks, int64_t seq) {
 
 struct WalkState {
   std::vector<Node*> stack;
-  std::vector<uint8_t> hooked;  // per link index
+  std::vector<uint8_t> seen;                  // per link index
+  std::vector<std::pair<Node*, long>> found;  // node, link index
 };
+
+thread_local WalkState tWalk;
+
+// FNV-1a over 64-bit words.
+inline void mix(uint64_t* h, uint64_t v) {
+  *h ^= v;
+  *h *= 1099511628211ULL;
+}
+
+// Folds a node's input metadata (its forward op's outputs) into *h; false when one is not a plain
+// sized tensor.
+bool mixShapes(const Node& node, uint64_t* h) {
+  const uint32_t n = node.num_inputs();
+  mix(h, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const torch::autograd::InputMetadata& m = node.input_metadata(i);
+    if (m.was_default_constructed()) {  // an undefined output
+      mix(h, ~0ULL);
+      continue;
+    }
+    if (m.is_nested_tensor() || m.is_tensor_subclass()) return false;
+    mix(h, static_cast<uint64_t>(m.options().dtype().toScalarType()));
+    const c10::SymIntArrayRef sizes = m.shape_as_dim_vector();
+    mix(h, sizes.size());
+    for (const c10::SymInt& d : sizes) {
+      const std::optional<int64_t> v = d.maybe_as_int();
+      if (!v) return false;
+      mix(h, static_cast<uint64_t>(*v));
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
-int hookCallNodes(Recorder* recorder, uint64_t forwardThreadId, const at::Tensor* outputs,
-                  size_t count, const LinkTable::Entry* links, size_t numLinks) {
-  thread_local WalkState w;
+int findCallNodes(uint64_t forwardThreadId, const at::Tensor* outputs, size_t count,
+                  const LinkTable::Entry* links, size_t numLinks, uint64_t* shapes) {
+  WalkState& w = tWalk;
   w.stack.clear();
+  w.found.clear();
+  *shapes = 0;
   for (size_t i = 0; i < count; ++i) {
     if (!outputs[i].defined()) continue;
     Node* fn = outputs[i].grad_fn().get();
     if (fn != nullptr) w.stack.push_back(fn);
   }
   if (w.stack.empty()) return -1;
-  w.hooked.assign(numLinks, 0);
-  int hooked = 0;
+  w.seen.assign(numLinks, 0);
+  uint64_t h = 14695981039346656037ULL;
+  bool plain = true;
   while (!w.stack.empty()) {
     Node* node = w.stack.back();
     w.stack.pop_back();
     if (node->thread_id() != forwardThreadId) continue;
     const long i = findLink(links, numLinks, static_cast<int64_t>(node->sequence_nr()));
-    if (i < 0 || w.hooked[i]) continue;  // made outside the call (an input), or seen
-    w.hooked[i] = 1;
+    if (i < 0 || w.seen[i]) continue;  // made outside the call (an input), or seen
+    w.seen[i] = 1;
+    w.found.emplace_back(node, i);
+    if (plain) plain = mixShapes(*node, &h);
+    for (const torch::autograd::Edge& edge : node->next_edges()) {
+      if (edge.function != nullptr) w.stack.push_back(edge.function.get());
+    }
+  }
+  if (plain && !w.found.empty()) *shapes = h == 0 ? 1 : h;
+  return static_cast<int>(w.found.size());
+}
+
+void hookFoundNodes(Recorder* recorder, const LinkTable::Entry* links) {
+  WalkState& w = tWalk;
+  for (const auto& [node, i] : w.found) {
     const Link& link = links[i].second;
     const AttentionBackend backend = link.kind == OpKind::kFusedAttention
                                          ? attentionBackendOfNode(node->name().c_str())
@@ -142,12 +191,8 @@ int hookCallNodes(Recorder* recorder, uint64_t forwardThreadId, const at::Tensor
     TimingPreHook* raw = pre.get();
     node->add_pre_hook(std::move(pre));
     node->add_post_hook(std::make_unique<TimingPostHook>(raw));
-    ++hooked;
-    for (const torch::autograd::Edge& edge : node->next_edges()) {
-      if (edge.function != nullptr) w.stack.push_back(edge.function.get());
-    }
   }
-  return hooked;
+  w.found.clear();
 }
 
 bool hookBackwardSeen(Recorder* recorder, const at::Tensor& output) {

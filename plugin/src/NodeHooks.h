@@ -23,11 +23,19 @@ class Recorder;
 // record. Nodes of other work carry nothing. Kept apart from the observer's translation unit for
 // autograd's heavy headers.
 
-// Hooks the nodes of one call whose `numLinks` links (sorted by sequence number, as the observer
-// appends them) were made on `forwardThreadId`. Returns the number of nodes hooked, or -1 when no
-// result has autograd history (no backward will run for the call).
-int hookCallNodes(Recorder* recorder, uint64_t forwardThreadId, const at::Tensor* outputs,
-                  size_t count, const LinkTable::Entry* links, size_t numLinks);
+// Finds the nodes of one call whose `numLinks` links (sorted by sequence number, as the observer
+// appends them) were made on `forwardThreadId`, walking back from the results. Returns the number
+// found, or -1 when no result has autograd history (no backward will run for the call). `*shapes`
+// becomes a hash of every found node's input metadata (the shapes and dtypes of the forward op's
+// outputs), in walk order: the roofline's check that a call ran on the shapes its cached costs
+// were read for (docs/ROOFLINE.md); 0 when a node's metadata is not plain sizes (nested,
+// symbolic) or nothing was found.
+int findCallNodes(uint64_t forwardThreadId, const at::Tensor* outputs, size_t count,
+                  const LinkTable::Entry* links, size_t numLinks, uint64_t* shapes);
+
+// Hooks the nodes the last findCallNodes on this thread found, each timed under its link in
+// `links` (the same array, read now: the caller may have changed the links' modelled bits).
+void hookFoundNodes(Recorder* recorder, const LinkTable::Entry* links);
 
 // Unsampled steps while steps are inferred from backward passes: a pre-hook on `output`'s grad_fn
 // that tells the recorder a backward pass ran. False when `output` has no grad_fn.

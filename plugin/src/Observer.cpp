@@ -1,6 +1,7 @@
 #include "Observer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstring>
 #include <memory>
@@ -26,6 +27,13 @@
 namespace attnscope {
 namespace detail {
 namespace {
+
+// The shape cache keeps this many top-level ops per (layer, phase).
+constexpr uint32_t kMaxCachedOps = 256;
+// Calls that have results with autograd history read their ops' arguments (the dispatcher boxing
+// every op's inputs, the roofline's main cost) on one call in this many per (layer, phase); the
+// others reuse the read's costs while their ops and their autograd nodes' shapes are the read's.
+constexpr uint32_t kShapeReadEvery = 8;
 
 // One open attention call on this thread.
 struct Frame {
@@ -54,6 +62,8 @@ struct Frame {
   // Roofline (docs/ROOFLINE.md): the running top-level op's cost, its ordinal in the call (the
   // shape cache's key with layer and phase), and the backward cost its ops add per kind.
   bool roofline = false;
+  bool readShapes = false;   // this call reads its ops' arguments (else reuses the cache's costs)
+  bool shapesStale = false;  // the cache did not hold for one of its ops (or could not be kept)
   uint32_t opOrdinal = 0;
   OpCost opCost;
   std::array<BackwardEstimate, kNumOpKinds> backward{};
@@ -85,8 +95,18 @@ struct ThreadState {
     const char* name = nullptr;
     uint64_t signature = 0;
     OpCosts costs;
+    bool requiresGrad = false;  // at the last read
   };
   std::vector<std::vector<ShapeEntry>> shapes;
+  // Per slot: the hash of the autograd nodes' shapes of the last call that read (0: none that a
+  // later call can be checked against) and the calls since it.
+  struct ShapeSlot {
+    uint64_t nodeShapes = 0;
+    uint32_t callsSinceRead = 0;
+  };
+  std::vector<ShapeSlot> slots;
+  uint64_t shapesSession = 0;  // the session whose layer ids the cache's slots are
+  bool inputsBoxed = false;    // the installed thread-local callback asks for inputs
   OpArgs args;  // reused by every read: readArgs sets what the formulas and the signature read
   uint64_t shapeReads = 0;  // flushed to the recorder with overheadTicks
   uint64_t shapeChanges = 0;
@@ -185,18 +205,31 @@ void readArgs(const at::RecordFunction& fn, OpArgs* out, bool* requiresGrad) {
   }
 }
 
+inline size_t shapeSlot(const Frame& f) {
+  return static_cast<size_t>(f.record.layer) * kNumPhases + static_cast<size_t>(f.record.phase);
+}
+
+// The op's backward estimate, added to the frame when its inputs require grad.
+void addBackwardEstimate(Frame& f, const OpCosts& costs) {
+  BackwardEstimate& b = f.backward[static_cast<int>(f.opKind)];
+  b.ops += 1;
+  if (costs.backward.modelled) {
+    b.modelledOps += 1;
+    b.flops += costs.backward.flops;
+    b.moved += costs.backward.bytes;
+    b.wideFlops += costs.backward.wideFlops;
+  }
+}
+
 // The running top-level op's cost, from the thread's shape cache when its arguments did not
-// change since the same op of the same (layer, phase) last ran; the backward estimate is added
-// to the frame when the op's inputs require grad.
+// change since the same op of the same (layer, phase) last ran.
 void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const char* name) {
   OpArgs& args = t.args;
   bool requiresGrad = false;
   readArgs(fn, &args, &requiresGrad);
   ++t.shapeReads;
   const uint64_t signature = args.signature();
-  constexpr uint32_t kMaxCachedOps = 256;
-  const size_t slot =
-      static_cast<size_t>(f.record.layer) * kNumPhases + static_cast<size_t>(f.record.phase);
+  const size_t slot = shapeSlot(f);
   const OpCosts* costs = nullptr;
   OpCosts fresh;
   if (f.opOrdinal < kMaxCachedOps) {
@@ -210,23 +243,75 @@ void captureShapes(ThreadState& t, Frame& f, const at::RecordFunction& fn, const
       e.costs = opCosts(name, args);
       ++t.shapeChanges;
     }
+    e.requiresGrad = requiresGrad;
     costs = &e.costs;
   } else {
     fresh = opCosts(name, args);
     ++t.shapeChanges;
     costs = &fresh;
+    f.shapesStale = true;  // beyond the cache: later calls cannot reuse this read
   }
   f.opCost = costs->forward;
-  if (requiresGrad) {
-    BackwardEstimate& b = f.backward[static_cast<int>(f.opKind)];
-    b.ops += 1;
-    if (costs->backward.modelled) {
-      b.modelledOps += 1;
-      b.flops += costs->backward.flops;
-      b.moved += costs->backward.bytes;
-      b.wideFlops += costs->backward.wideFlops;
+  if (requiresGrad) addBackwardEstimate(f, *costs);
+}
+
+// A call that does not read: the running top-level op's cost is the cache's for the same op at
+// the same ordinal (checked at the call's end against its autograd nodes' shapes, settleShapes).
+void reuseShapes(ThreadState& t, Frame& f, const char* name) {
+  const size_t slot = shapeSlot(f);
+  if (slot < t.shapes.size() && f.opOrdinal < t.shapes[slot].size()) {
+    const ThreadState::ShapeEntry& e = t.shapes[slot][f.opOrdinal];
+    if (e.name == name) {
+      f.opCost = e.costs.forward;
+      if (e.requiresGrad) addBackwardEstimate(f, e.costs);
+      return;
     }
   }
+  f.opCost = OpCost{};
+  f.shapesStale = true;  // another op than the read call ran here
+}
+
+std::atomic<uint64_t> gSession{1};
+
+// Whether the call that opens now reads its ops' arguments: one call in kShapeReadEvery per
+// (layer, phase) on this thread, and every call until one could be checked (docs/ROOFLINE.md).
+bool wantShapeRead(ThreadState& t, const Frame& f) {
+  const uint64_t session = gSession.load(std::memory_order_relaxed);
+  if (t.shapesSession != session) {
+    t.shapesSession = session;
+    t.shapes.clear();
+    t.slots.clear();
+  }
+  const size_t slot = shapeSlot(f);
+  if (slot >= t.slots.size()) t.slots.resize(slot + 1);
+  ThreadState::ShapeSlot& s = t.slots[slot];
+  if (s.nodeShapes == 0 || s.callsSinceRead + 1 >= kShapeReadEvery) {
+    s.callsSinceRead = 0;
+    return true;
+  }
+  ++s.callsSinceRead;
+  return false;
+}
+
+// At the call's end, with the hash of its autograd nodes' shapes (0: none, or not plain sizes). A
+// reading call leaves it for the next calls to be checked against; a reusing call whose ops or
+// node shapes differ from the read's drops its roofline figures (flops, bytes, modelled time, the
+// backward estimate and its links' modelled bits) and makes the next call read.
+void settleShapes(ThreadState& t, Frame& f, uint64_t nodeShapes, LinkTable::Entry* links,
+                  size_t numLinks) {
+  ThreadState::ShapeSlot& s = t.slots[shapeSlot(f)];
+  if (f.readShapes) {
+    s.nodeShapes = f.shapesStale ? 0 : nodeShapes;
+    return;
+  }
+  if (!f.shapesStale && nodeShapes != 0 && nodeShapes == s.nodeShapes) return;
+  for (CallRecord::Kind& k : f.record.kinds) {
+    k.flops = k.moved = k.wideFlops = 0;
+    k.modelledNs = 0;
+  }
+  f.backward = {};
+  for (size_t i = 0; i < numLinks; ++i) links[i].second.modelled = false;
+  s.nodeShapes = 0;
 }
 
 // Inside a region: an op that wraps compiled code rather than doing aten work (no namespace:
@@ -297,7 +382,11 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
                                               : f.classifier.classify(name);
     f.backend =
         f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
-    if (f.roofline) captureShapes(t, f, fn, name);
+    if (f.readShapes) {
+      captureShapes(t, f, fn, name);
+    } else if (f.roofline) {
+      reuseShapes(t, f, name);
+    }
     ++f.opOrdinal;
     f.opAccount.reset();
     MemoryTargets::current().op = &f.opAccount;
@@ -545,6 +634,8 @@ void setInstalled(bool want, at::CallbackHandle* handle, at::RecordFunctionCallb
 }
 }  // namespace
 
+void Observer::beginSession() { gSession.fetch_add(1, std::memory_order_relaxed); }
+
 void Observer::setGlobalCallbacks(bool global, bool fused) {
   std::lock_guard<std::mutex> lock(gGlobalMutex);
   setInstalled(global, &gGlobalHandle, &Observer::globalCallback);
@@ -567,8 +658,14 @@ bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType t
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
   f.roofline = recorder->roofline();
-  if (t.forwardHandle == 0)
-    t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.roofline));
+  if (t.forwardHandle == 0) {
+    // The outermost call decides whether the dispatcher boxes every op's inputs for the callback.
+    f.readShapes = f.roofline && wantShapeRead(t, f);
+    t.inputsBoxed = f.readShapes;
+    t.forwardHandle = at::addThreadLocalCallback(forwardCallback(f.readShapes));
+  } else if (f.roofline) {
+    f.readShapes = wantShapeRead(t, f) && t.inputsBoxed;
+  }
   if (GpuTimer* gpu = recorder->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);
@@ -600,14 +697,17 @@ void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGi
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
   // With the call's results, its backward is observed by hooks on its own autograd nodes
   // (NodeHooks.cpp) and its links stay out of the table the global callback searches.
-  const LinkTable::Entry* links = t.links.data() + f.linksBegin;
+  LinkTable::Entry* links = t.links.data() + f.linksBegin;
   const size_t numLinks = t.links.size() - f.linksBegin;
   LinkMode mode = LinkMode::kTable;
+  int found = 0;
+  uint64_t nodeShapes = 0;
   if (outputsGiven && numLinks > 0) {
-    const int hooked =
-        hookCallNodes(f.recorder, forwardThreadId(t), outputs, count, links, numLinks);
-    mode = hooked > 0 ? LinkMode::kHooked : hooked < 0 ? LinkMode::kNoBackward : LinkMode::kTable;
+    found = findCallNodes(forwardThreadId(t), outputs, count, links, numLinks, &nodeShapes);
+    mode = found > 0 ? LinkMode::kHooked : found < 0 ? LinkMode::kNoBackward : LinkMode::kTable;
   }
+  if (f.roofline) settleShapes(t, f, found > 0 ? nodeShapes : 0, links, numLinks);
+  if (found > 0) hookFoundNodes(f.recorder, links);
   f.recorder->addForwardCall(f.record, forwardThreadId(t), links, numLinks,
                              f.roofline ? f.backward.data() : nullptr, f.instance, mode);
   t.links.resize(f.linksBegin);

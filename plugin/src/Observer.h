@@ -56,6 +56,9 @@ class Observer {
   // Installs or removes each of the two global callbacks so that exactly the wanted ones are
   // installed (Session: at begin, at each step end for the next step, and at finish).
   static void setGlobalCallbacks(bool global, bool fused);
+
+  // A new session: every thread's shape cache (layer ids are the session's) is stale from now on.
+  static void beginSession();
 };
 
 }  // namespace detail

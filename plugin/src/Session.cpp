@@ -52,6 +52,7 @@ void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std:
 
 void Session::begin() {
   TickClock::calibrate();
+  Observer::beginSession();
   if (config().memory) CpuAllocatorTracker::install();
   gpu_.start();
   recorder_.setGpu(gpu_.active());

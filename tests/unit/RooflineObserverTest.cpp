@@ -134,6 +134,77 @@ TEST_F(RooflineObserverTest, FlopsOfForwardAndBackwardMatchTheFormulas) {
   EXPECT_DOUBLE_EQ(evalFwd->flops, scoreFlops);
 }
 
+// Calls closed with their results read their ops' arguments on one call in 8 per layer and
+// phase; the others reuse the read's costs, checked at the call's end against the shapes of its
+// autograd nodes. Fixed shapes: the flops are the formulas' on every call, with an eighth of the
+// reads. New shapes on a reusing call: that call's roofline figures are dropped (its time is
+// still recorded), the next call reads, and the counts follow the new shapes from there.
+TEST_F(RooflineObserverTest, ClosedCallsReadOneCallInEightAndDropACallWhoseShapesChanged) {
+  start(quietConfig());
+  const int64_t heads = 4, d = 16;
+  const auto step = [&](int64_t seq) {
+    auto q = torch::randn({heads, seq, d}, torch::requires_grad());
+    AttentionScope scope("attn");
+    torch::Tensor out = attention(q, q, q);
+    scope.close(&out, 1);
+    out.sum().backward();
+    attnscope::step();
+  };
+  const auto scoreFlops = [&](int64_t seq) { return 2.0 * heads * seq * d * seq; };
+  const auto forwardFlops = [&] {
+    const CellStats* c = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+    return c == nullptr ? -1.0 : c->flops;
+  };
+  const auto backwardFlops = [&] {
+    const CellStats* c = findKind(statistics(), "attn", Phase::kBackward, OpKind::kScoreMatmul);
+    return c == nullptr ? -1.0 : c->flops;
+  };
+  const uint64_t perCall = 4;  // bmm, transpose, softmax, bmm
+  for (int i = 0; i < 10; ++i) step(32);
+  // Calls 0 and 8 read; all ten counted.
+  EXPECT_EQ(runInfo().shapeReads, 2 * perCall);
+  EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32));
+  EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32));
+  const CellStats* fwd = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+  ASSERT_NE(fwd, nullptr);
+  const uint64_t opsBefore = fwd->ops;
+  step(48);  // reuses the seq-32 costs: its node shapes differ, so its figures are dropped
+  EXPECT_EQ(runInfo().shapeReads, 2 * perCall);
+  EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32));
+  EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32));
+  fwd = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_EQ(fwd->ops, opsBefore + 1);  // the call itself is still timed
+  step(48);                            // reads the new shapes
+  step(48);                            // reuses them
+  EXPECT_EQ(runInfo().shapeReads, 3 * perCall);
+  EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32) + 2 * scoreFlops(48));
+  EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32) + 2 * 2 * scoreFlops(48));
+  const CellStats* bwd = findKind(statistics(), "attn", Phase::kBackward, OpKind::kScoreMatmul);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_LE(fwd->modelledSeconds, fwd->seconds.sum() * (1 + 1e-9));
+  EXPECT_LE(bwd->modelledSeconds, bwd->seconds.sum() * (1 + 1e-9));
+}
+
+// A scope closed by its destructor has no autograd nodes to check a reuse against: every call
+// reads (as ShapesAreReadOnSampledStepsOnlyAndEvaluatedWhenTheyChange counts), and so does a
+// closed call whose results have no history (evaluation).
+TEST_F(RooflineObserverTest, ClosedCallsWithoutHistoryReadEveryCall) {
+  start(quietConfig());
+  torch::NoGradGuard noGrad;
+  for (int i = 0; i < 3; ++i) {
+    auto q = torch::randn({4, 32, 16});
+    AttentionScope scope("eval");
+    torch::Tensor out = attention(q, q, q);
+    scope.close(&out, 1);
+    attnscope::step();
+  }
+  EXPECT_EQ(runInfo().shapeReads, 3 * 4u);
+  const CellStats* fwd = findKind(statistics(), "eval", Phase::kForward, OpKind::kScoreMatmul);
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_DOUBLE_EQ(fwd->flops, 3 * 2.0 * 4 * 32 * 16 * 32);
+}
+
 // Attention written with einsum (as many model codebases do): the equation and the operands'
 // shapes are read from the real call, and the scores and context cells get the matmul counts.
 TEST_F(RooflineObserverTest, EinsumAttentionIsCountedFromItsEquation) {
