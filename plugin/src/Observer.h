@@ -23,7 +23,7 @@ class Recorder;
 //    during sampled steps (and, until the first step() call, on every step to infer step
 //    boundaries from backward passes).
 //  - Collectives: the global callback's USER_SCOPE half; when backward runs on hooks it is
-//    installed only on one sampled step in Recorder::kCollectiveEvery steps.
+//    installed only on one sampled step in Recorder::kCollectiveEvery sampled steps.
 //  - A global FUNCTION-scope callback for fused attention ops exists only during sampled steps
 //    and only with ATTNSCOPE_FUSED_OPS=1.
 class Observer {

@@ -238,7 +238,7 @@ Window Recorder::takeWindowLocked() {
   w.lastStep = run_.stepsSeen;
   w.seconds = static_cast<double>(now - windowStartNs_) * 1e-9;
   // A window with sampled steps but none the collective observer ran through (backward on hooks
-  // times collectives one step in kCollectiveEvery) repeats the last window that had one.
+  // times collectives one sampled step in kCollectiveEvery) repeats the last window that had one.
   if (windowCollectiveSteps_ > 0) {
     lastCollectiveSeconds_ = static_cast<double>(collectiveNs_.exchange(0)) * 1e-9;
     lastCollectiveSteps_ = windowCollectiveSteps_;

@@ -119,7 +119,7 @@ class Recorder {
   }
   // With backward on hooks the global callback would only time collectives, and its mere
   // presence makes every autograd node's thread-local restore dearer: it is installed on one
-  // sampled step at least this many steps after the last one it timed.
+  // sampled step in this many sampled steps.
   static constexpr uint64_t kCollectiveEvery = 8;
   // attnscope's own time on the training threads (TSC ticks; per-op callbacks are timed one in
   // kOverheadSampling and scaled).

@@ -64,14 +64,16 @@ void Session::step(bool explicitCall) {
   gpu_.stepEnded();
   const bool nextSampled = recorder_.endStep(explicitCall);
   // With backward on node hooks (NodeHooks.h) the global callback only times collectives: one
-  // sampled step in Recorder::kCollectiveEvery. Otherwise it observes backward nodes on sampled
+  // sampled step in Recorder::kCollectiveEvery sampled steps (at sample-every 10, one step in 80,
+  // rather than every sampled step). Otherwise it observes backward nodes on sampled
   // steps and, until step() is called, infers step boundaries from backward passes on every step;
   // its collective half checks for a sampled step itself.
   bool global = false;
   if (recorder_.backwardByHooks()) {
-    const uint64_t next = recorder_.stepIndex();
-    global = nextSampled && next - lastCollectiveStep_ >= Recorder::kCollectiveEvery;
-    if (global) lastCollectiveStep_ = next;
+    if (nextSampled && ++sampledSinceCollective_ >= Recorder::kCollectiveEvery) {
+      global = true;
+      sampledSinceCollective_ = 0;
+    }
   } else {
     global = nextSampled || !recorder_.explicitSteps();
   }

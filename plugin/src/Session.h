@@ -49,7 +49,7 @@ class Session final : public RoundSource {
   const Topology topology_;
   Recorder recorder_;
   GpuCollection gpu_;
-  uint64_t lastCollectiveStep_ = 0;  // the last step the collective observer ran through (hooks)
+  uint64_t sampledSinceCollective_ = 0;  // sampled steps since the collective observer's (hooks)
   std::unique_ptr<Reporter> reporter_;
   std::unique_ptr<ClusterReport> cluster_;  // kept when the reporter had to be left behind
 };

@@ -147,6 +147,18 @@ TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
   EXPECT_EQ(runInfo().backwardObservation, "node_hooks");
 }
 
+// At sample-every 2 the collective observer runs on one sampled step in 8 (step 16), not on every
+// sampled step 8 or more steps after the last.
+TEST_F(ObserverTest, CollectiveObserverCountsSampledSteps) {
+  Config c = quietConfig();
+  c.sampleEvery = 2;
+  start(c);
+  trainTwoLayers(20, /*close=*/true, [](int i) {
+    EXPECT_EQ(at::hasGlobalCallbacks(), i == 0 || i == 16) << "step " << i;
+  });
+  EXPECT_EQ(runInfo().backwardObservation, "node_hooks");
+}
+
 // Closed scopes without step() calls: unsampled steps hook one node to see the backward pass, so
 // steps are still inferred with no global callback on them.
 TEST_F(ObserverTest, ClosedScopesInferStepsWithoutACallback) {
