@@ -76,7 +76,7 @@ def torchrun_main(argv):
 # package cannot be imported.
 OWN_OPTIONS = [
     ("--run-dir", None, "directory for summaries, the Prometheus file_sd file and traces "
-                        "(default /tmp/attnscope-<job>-<time>)"),
+                        "(default /tmp/attnscope-<job or script>-<time>)"),
     ("--job", "ATTNSCOPE_JOB", "job label on every metric"),
     ("--port", "ATTNSCOPE_PORT", "metrics port of local rank 0; local rank r serves port + r"),
     ("--bind", "ATTNSCOPE_BIND", "address the metrics endpoints listen on"),
@@ -85,7 +85,8 @@ OWN_OPTIONS = [
     ("--aggregation", "ATTNSCOPE_AGGREGATION", "how ranks' figures come together"),
     ("--pushgateway", "ATTNSCOPE_PUSHGATEWAY", "push metrics to this Prometheus push gateway"),
     ("--metrics-auth", "ATTNSCOPE_METRICS_AUTH", "basic auth for /metrics: user:password or @file"),
-    ("--control-token", "ATTNSCOPE_CONTROL_TOKEN", "enable rank 0's /control endpoint with this bearer token"),
+    ("--control-token", "ATTNSCOPE_CONTROL_TOKEN", "enable /control on the endpoints with this bearer token"),
+    ("--metrics-layers", "ATTNSCOPE_METRICS_LAYERS", "per-layer series on every rank (1; costs series per layer)"),
     ("--trace-dir", "ATTNSCOPE_TRACE_DIR", "per-rank trace files for attnscope-analyze (default <run-dir>/traces)"),
     ("--log-level", "ATTNSCOPE_LOG_LEVEL", "stderr verbosity"),
     ("--straggler-threshold", "ATTNSCOPE_STRAGGLER_THRESHOLD", "straggler score threshold"),
@@ -236,9 +237,12 @@ def attnscope_run(argv):
         return 2
 
     env = os.environ
-    job = own.get("--job") or env.get("ATTNSCOPE_JOB") or "attnscope"
+    # Without --job the ranks label their series <script>-<MASTER_ADDR>-<MASTER_PORT> (or torchrun's
+    # --rdzv_id): the same on every rank, and not torchrun's "none".
+    job = own.get("--job") or env.get("ATTNSCOPE_JOB")
+    program = script if args.module else os.path.splitext(os.path.basename(script))[0]
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    run_dir = os.path.abspath(own.get("--run-dir") or f"/tmp/attnscope-{job}-{stamp}")
+    run_dir = os.path.abspath(own.get("--run-dir") or f"/tmp/attnscope-{job or program}-{stamp}")
     os.makedirs(run_dir, exist_ok=True)
     env.setdefault("ATTNSCOPE_SUMMARY_JSON", os.path.join(run_dir, "summary-{rank}.json"))
     env.setdefault("ATTNSCOPE_FILE_SD", os.path.join(run_dir, "targets.json"))
@@ -274,7 +278,8 @@ def attnscope_run(argv):
     host = env.get("ATTNSCOPE_BIND", "0.0.0.0")
     host = socket.gethostname() if host == "0.0.0.0" else host
     ports = f"{port}" if str(nproc) == "1" else f"{port}..{port + int(nproc) - 1}" if str(nproc).isdigit() else f"{port}+"
-    print(f"attnscope-run: job {job!r}, {nproc} rank(s) per node, run directory {run_dir}", file=sys.stderr)
+    label = repr(job) if job else f"label {program}-<rendezvous address>-<port> (--job names it)"
+    print(f"attnscope-run: job {label}, {nproc} rank(s) per node, run directory {run_dir}", file=sys.stderr)
     if port:
         print(f"attnscope-run: metrics   http://{host}:{ports}/metrics (rank 0 adds the job summary)", file=sys.stderr)
     print(f"attnscope-run: targets   {env['ATTNSCOPE_FILE_SD']} (Prometheus file_sd, written by rank 0)", file=sys.stderr)

@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 extern char** environ;
@@ -78,6 +81,11 @@ Topology Topology::fromVariables(const std::map<std::string, std::string>& vars)
     t.masterPort = parseInt("MASTER_PORT", *p, 1, 65535, "an integer from 1 to 65535");
   }
   if (const std::string* r = find(vars, "TORCHELASTIC_RUN_ID")) t.runId = *r;
+  if (!t.runId.empty() && t.runId != "none") {
+    t.jobScope = t.runId;
+  } else if (const std::string* ns = find(vars, "PMIX_NAMESPACE")) {
+    t.jobScope = *ns;
+  }
   if (const std::string* s = find(vars, "TORCHELASTIC_USE_AGENT_STORE"))
     t.agentStore = *s == "True";
   return t;
@@ -91,6 +99,72 @@ Topology Topology::fromEnvironment() {
     if (eq != std::string::npos) vars.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
   return fromVariables(vars);
+}
+
+namespace {
+
+std::string baseName(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// The script or module a Python command line runs, or the executable's name.
+std::string programName(const std::vector<std::string>& argv) {
+  if (argv.empty() || argv[0].empty()) return "attnscope";
+  const std::string exe = baseName(argv[0]);
+  if (exe.rfind("python", 0) != 0) return exe;
+  for (size_t i = 1; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a == "-m" && i + 1 < argv.size()) return argv[i + 1];
+    if (a == "-c") return exe;
+    if (a == "-X" || a == "-W" || a == "--check-hash-based-pycs") {
+      ++i;  // the option's value
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    std::string script = baseName(a);
+    if (script.size() > 3 && script.compare(script.size() - 3, 3, ".py") == 0) {
+      script.resize(script.size() - 3);
+    }
+    return script.empty() ? exe : script;
+  }
+  return exe;
+}
+
+}  // namespace
+
+// What ATTNSCOPE_JOB accepts: letters, digits, '_', '-', '.', at most 128 characters.
+std::string labelSafe(std::string s) {
+  for (char& c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (!std::isalnum(u) && c != '_' && c != '-' && c != '.') c = '_';
+  }
+  if (s.size() > 128) s.resize(128);
+  return s;
+}
+
+std::string defaultJobName(const Topology& t, const std::vector<std::string>& argv) {
+  if (!t.runId.empty() && t.runId != "none") return labelSafe(t.runId);
+  const std::string program = programName(argv);
+  if (!t.masterAddr.empty() && t.masterPort > 0) {
+    return labelSafe(program + "-" + t.masterAddr + "-" + std::to_string(t.masterPort));
+  }
+  if (!t.jobScope.empty()) return labelSafe(program + "-" + t.jobScope);
+  return labelSafe(program);
+}
+
+std::vector<std::string> processArguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> argv;
+  size_t start = 0;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] != '\0') continue;
+    argv.push_back(raw.substr(start, i - start));
+    start = i + 1;
+  }
+  if (start < raw.size()) argv.push_back(raw.substr(start));
+  return argv;
 }
 
 }  // namespace attnscope

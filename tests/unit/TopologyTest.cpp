@@ -83,5 +83,36 @@ TEST(TopologyTest, BadValuesNameTheVariable) {
             "(OMPI_COMM_WORLD_SIZE is 4)");
 }
 
+// torchrun without --rdzv_id sets TORCHELASTIC_RUN_ID=none: the job label must not be "none" for
+// every such job, but the same on every rank and readable.
+TEST(TopologyTest, DefaultJobNameIsTheProgramAndRendezvousWithoutARunId) {
+  const std::map<std::string, std::string> torchrun = {{"RANK", "1"},
+                                                       {"WORLD_SIZE", "2"},
+                                                       {"MASTER_ADDR", "10.0.0.1"},
+                                                       {"MASTER_PORT", "29500"},
+                                                       {"TORCHELASTIC_RUN_ID", "none"}};
+  const Topology t = Topology::fromVariables(torchrun);
+  EXPECT_EQ(defaultJobName(t, {"/venv/bin/python3.11", "-u", "/src/train.py", "--steps", "5"}),
+            "train-10.0.0.1-29500");
+  EXPECT_EQ(defaultJobName(t, {"python", "-X", "faulthandler", "-m", "pkg.main", "x.py"}),
+            "pkg.main-10.0.0.1-29500");
+  EXPECT_EQ(defaultJobName(t, {"/build/examples/train_transformer", "--layers", "4"}),
+            "train_transformer-10.0.0.1-29500");
+  EXPECT_EQ(defaultJobName(t, {}), "attnscope-10.0.0.1-29500");
+  // A run id of torchrun's own wins (--rdzv_id, --standalone's uuid).
+  std::map<std::string, std::string> named = torchrun;
+  named["TORCHELASTIC_RUN_ID"] = "llama-70b-run3";
+  EXPECT_EQ(defaultJobName(Topology::fromVariables(named), {"python", "train.py"}),
+            "llama-70b-run3");
+  // mpirun without a rendezvous address: the PMIx namespace, made label-safe.
+  const Topology mpi = Topology::fromVariables({{"OMPI_COMM_WORLD_RANK", "0"},
+                                                {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                {"PMIX_NAMESPACE", "prterun-host-4242@1"}});
+  EXPECT_EQ(defaultJobName(mpi, {"./my trainer"}), "my_trainer-prterun-host-4242_1");
+  EXPECT_EQ(defaultJobName(Topology::fromVariables({}), {"./bench"}), "bench");
+  // This process: the test binary's own name.
+  EXPECT_EQ(defaultJobName(Topology::fromVariables({}), processArguments()), "TopologyTest");
+}
+
 }  // namespace
 }  // namespace attnscope
