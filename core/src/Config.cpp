@@ -449,23 +449,35 @@ const std::vector<Setting>& settings() {
           "prefer the file form: the environment is readable in `/proc`", &checkAuth),
       boolSetting<&Config::metricsLayers>(
           kEnvMetricsLayers,
-          "label series by layer; 0 sums the layers (about 120 series per rank instead of "
-          "about 4,600 for 48 layers)"),
+          "per-layer series on every rank; costs about 85 series per layer and phase on each "
+          "rank (170 per layer with forward and backward, 6 op kinds and the roofline); off, a "
+          "rank serves its totals by phase and op kind and rank 0 the job's per layer "
+          "(/control layers=on|off switches one rank)",
+          "[METRICS.md](METRICS.md#series-budget)"),
+      intSetting<&Config::metricsRanks>(
+          kEnvMetricsRanks, 0, 16777216,
+          "rank 0 describes every rank one by one (8 series each) up to this world size; beyond, "
+          "the 16 highest straggler scores, every flagged rank and the scores' distribution",
+          "[METRICS.md](METRICS.md#series-budget)"),
       textSetting<&Config::pushgateway>(
           kEnvPushgateway, "url", kUrlAllowed,
           "push every interval and once more at stop to this Prometheus push gateway", "",
           &checkPushgateway),
       textSetting<&Config::controlToken>(
           kEnvControlToken, "string", kTokenAllowed,
-          "enables rank 0's POST /control (pause, resume, sample rate) for requests with "
-          "Authorization: Bearer <token>",
+          "enables POST /control for requests with Authorization: Bearer <token>: on rank 0 "
+          "pause, resume and the sample rate for the job, on every rank layers=on|off for its "
+          "own series",
           "", &checkToken),
       textSetting<&Config::fileSd>(
           kEnvFileSd, "path", kFileAllowed,
           "rank 0 writes a Prometheus file_sd JSON with every rank's endpoint and labels here", "",
           &checkFileSd),
-      textSetting<&Config::job>(kEnvJob, "string", kJobAllowed, "the job label on every series", "",
-                                &checkJob, "(TORCHELASTIC_RUN_ID or attnscope)"),
+      textSetting<&Config::job>(
+          kEnvJob, "string", kJobAllowed,
+          "the job label on every series; by default torchrun's run id (--rdzv_id, not its "
+          "\"none\"), else <program>-<MASTER_ADDR>-<MASTER_PORT>, the same on every rank",
+          "[METRICS.md](METRICS.md#labels)", &checkJob, "(run id or program-address-port)"),
       textSetting<&Config::traceDir>(
           kEnvTraceDir, "path", kTraceDirAllowed,
           "keep this rank's sampled steps, windows and findings in rank-<r>.sqlite here, "

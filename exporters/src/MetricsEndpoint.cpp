@@ -67,11 +67,18 @@ std::string lowerCase(std::string s) {
   return s;
 }
 
-std::string stateJson(const ControlState& s) {
+// The state, and what it costs: the series this endpoint serves now (per-layer series change it
+// at the next reporting interval).
+std::string stateJson(const ControlState& s, bool jobControl, size_t series) {
   std::ostringstream out;
-  out << "{\"generation\": " << s.generation << ", \"paused\": " << (s.paused ? "true" : "false")
-      << ", \"sample_every\": " << s.sampleEvery
-      << ", \"applies\": \"at the next aggregation round\"}";
+  out << "{";
+  if (jobControl) {
+    out << "\"generation\": " << s.generation << ", \"paused\": " << (s.paused ? "true" : "false")
+        << ", \"sample_every\": " << s.sampleEvery
+        << ", \"applies\": \"at the next aggregation round\", ";
+  }
+  out << "\"layers\": " << (s.layerDetail ? "true" : "false") << ", \"series\": " << series
+      << ", \"layers_apply\": \"to this rank's endpoint at the next reporting interval\"}";
   return out.str();
 }
 
@@ -82,11 +89,14 @@ HttpResponse text(int status, std::string body) {
 }  // namespace
 
 MetricsEndpoint::MetricsEndpoint(std::string credentials, std::string controlToken,
-                                 int64_t sampleEvery, std::shared_ptr<MetricsSnapshot> snapshot)
+                                 int64_t sampleEvery, std::shared_ptr<MetricsSnapshot> snapshot,
+                                 bool jobControl, bool layerDetail)
     : credentials_(std::move(credentials)),
       controlToken_(std::move(controlToken)),
-      snapshot_(std::move(snapshot)) {
+      snapshot_(std::move(snapshot)),
+      jobControl_(jobControl) {
   control_.sampleEvery = sampleEvery;
+  control_.layerDetail = layerDetail;
 }
 
 HttpResponse MetricsEndpoint::handle(const HttpRequest& request) {
@@ -115,8 +125,7 @@ HttpResponse MetricsEndpoint::handle(const HttpRequest& request) {
   if (path == "/control") {
     if (controlToken_.empty()) {
       return {404, "application/json",
-              "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN on rank 0 to "
-              "enable it\"}",
+              "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN to enable it\"}",
               ""};
     }
     if (request.bodyTooLarge) return text(413, "body too large\n");
@@ -144,9 +153,10 @@ int MetricsEndpoint::handleControl(const std::string& method, const std::string&
         "<ATTNSCOPE_CONTROL_TOKEN>)\"}";
     return 401;
   }
+  const size_t series = snapshot_->series();
   std::lock_guard<std::mutex> lock(controlMutex_);
   if (method == "GET") {
-    *body = stateJson(control_);
+    *body = stateJson(control_, jobControl_, series);
     return 200;
   }
   if (method != "POST") {
@@ -154,36 +164,54 @@ int MetricsEndpoint::handleControl(const std::string& method, const std::string&
     return 405;
   }
   ControlState next = control_;
-  bool understood = !query.empty();
+  bool understood = !query.empty(), jobWide = false, layers = false;
   std::istringstream parts(query);
   for (std::string part; std::getline(parts, part, '&');) {
     const auto eq = part.find('=');
     const std::string key = part.substr(0, eq),
                       value = eq == std::string::npos ? "" : part.substr(eq + 1);
-    if (key == "action" && value == "pause") {
+    if (jobControl_ && key == "action" && value == "pause") {
       next.paused = true;
-    } else if (key == "action" && value == "resume") {
+      jobWide = true;
+    } else if (jobControl_ && key == "action" && value == "resume") {
       next.paused = false;
-    } else if (key == "sample_every" && parseSampleEvery(value, &next.sampleEvery)) {
+      jobWide = true;
+    } else if (jobControl_ && key == "sample_every" && parseSampleEvery(value, &next.sampleEvery)) {
+      jobWide = true;
+    } else if (key == "layers" && (value == "on" || value == "off")) {
+      next.layerDetail = value == "on";
+      layers = true;
     } else {
       understood = false;
     }
   }
   if (!understood) {
-    const Config::Variable& every = Config::variable(kEnvSampleEvery);
     std::ostringstream allowed;
-    allowed << "action=pause, action=resume, sample_every=<" << static_cast<int64_t>(every.min)
-            << ".." << static_cast<int64_t>(every.max) << ">";
+    if (jobControl_) {
+      const Config::Variable& every = Config::variable(kEnvSampleEvery);
+      allowed << "action=pause, action=resume, sample_every=<" << static_cast<int64_t>(every.min)
+              << ".." << static_cast<int64_t>(every.max) << ">, layers=on|off";
+    } else {
+      allowed << "layers=on|off (pause, resume and sample_every are rank 0's)";
+    }
     *body =
         "{\"error\": \"request '" + query + "' not understood; allowed: " + allowed.str() + "\"}";
     return 400;
   }
-  next.generation = control_.generation + 1;
+  if (jobWide) {
+    next.generation = control_.generation + 1;
+    ATTNSCOPE_LOG(kInfo, "control request accepted: "
+                             << (next.paused ? "paused" : "recording") << ", sample every "
+                             << next.sampleEvery << " (applies at the next aggregation round)");
+  }
+  if (layers && next.layerDetail != control_.layerDetail) {
+    ATTNSCOPE_LOG(kInfo, "control request accepted: per-layer series "
+                             << (next.layerDetail ? "on" : "off")
+                             << " on this rank from the next reporting interval (now " << series
+                             << " series)");
+  }
   control_ = next;
-  ATTNSCOPE_LOG(kInfo, "control request accepted: " << (next.paused ? "paused" : "recording")
-                                                    << ", sample every " << next.sampleEvery
-                                                    << " (applies at the next aggregation round)");
-  *body = stateJson(control_);
+  *body = stateJson(control_, jobControl_, series);
   return 200;
 }
 

@@ -40,9 +40,11 @@ class MetricsEndpoint {
   static constexpr size_t kMaxBodyBytes = 4 * 1024;
 
   // credentials: "user:password" for basic auth on /metrics (empty: none); controlToken: the
-  // bearer token of /control (empty: /control answers 404).
+  // bearer token of /control (empty: /control answers 404). jobControl: this endpoint takes the
+  // job-wide requests (rank 0's); every endpoint takes layers=on|off, starting at layerDetail.
   MetricsEndpoint(std::string credentials, std::string controlToken, int64_t sampleEvery,
-                  std::shared_ptr<MetricsSnapshot> snapshot);
+                  std::shared_ptr<MetricsSnapshot> snapshot, bool jobControl = true,
+                  bool layerDetail = false);
 
   // 200 with the snapshot in Prometheus text format (an empty body for HEAD); 401 with
   // WWW-Authenticate Basic without the credentials; 405 for other methods on /metrics; /control
@@ -52,8 +54,9 @@ class MetricsEndpoint {
 
   ControlState control() const;
   // One /control request: returns the HTTP status and fills `body` (JSON): 401 without the token,
-  // 405 for other methods than GET and POST, 400 for a request that is not action=pause|resume or
-  // sample_every=N; 200 with the new state (POST) or the current one (GET).
+  // 405 for other methods than GET and POST, 400 for a request that is not action=pause|resume,
+  // sample_every=N (both only with jobControl) or layers=on|off; 200 with the new state (POST) or
+  // the current one (GET), with the series the endpoint serves now.
   int handleControl(const std::string& method, const std::string& authorization,
                     const std::string& query, std::string* body);
 
@@ -61,6 +64,7 @@ class MetricsEndpoint {
   const std::string credentials_;
   const std::string controlToken_;
   const std::shared_ptr<MetricsSnapshot> snapshot_;
+  const bool jobControl_;
   mutable std::mutex controlMutex_;
   ControlState control_;
 };

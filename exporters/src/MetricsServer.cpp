@@ -163,7 +163,8 @@ struct MetricsServer::Callbacks {
 MetricsServer::MetricsServer(const MetricsServerOptions& options)
     : options_(options),
       endpoint_(std::make_unique<MetricsEndpoint>(options.credentials, options.controlToken,
-                                                  options.sampleEvery, snapshot_)) {
+                                                  options.sampleEvery, snapshot_,
+                                                  options.jobControl, options.layerDetail)) {
   options_.connectionTimeoutS = std::max(1, options_.connectionTimeoutS);
   options_.threads = std::max(1, options_.threads);
   options_.maxConnections = std::max(options_.threads, options_.maxConnections);

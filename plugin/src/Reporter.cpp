@@ -315,6 +315,7 @@ void Reporter::round(bool collectives) {
   RoundSnapshot snap = source_.snapshot(SnapshotRequest{true, trace_.isOpen()});
   const Window& w = snap.window;
   cumulative_.merge(w.stats);
+  keepWindowCalls(w.stats);
   RankWindow mine = scalars(w, topology_.rank, pending_);
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
   // Trace store: committed before the collectives, which may wait on peers.
@@ -398,6 +399,18 @@ void Reporter::round(bool collectives) {
     report_.lastRoundBytes = bytes;
   }
   conclude(windows, names);
+}
+
+void Reporter::keepWindowCalls(const StatsTable& window) {
+  std::array<LogHistogram, kNumPhases> calls;
+  for (const LayerStats& layer : window.layers()) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      if (layer.phases[p]) calls[p].merge(layer.phases[p]->call.seconds);
+    }
+  }
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (calls[p].count() > 0) windowCalls_[p] = calls[p];
+  }
 }
 
 void Reporter::roundDegraded(RankWindow mine, const std::vector<std::string>& names) {

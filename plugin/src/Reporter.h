@@ -1,5 +1,6 @@
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -75,6 +76,8 @@ class Reporter {
   void enterRegularRound();
   void roundDegraded(RankWindow mine, const std::vector<std::string>& names);
   void conclude(const std::vector<RankWindow>& windows, const std::vector<std::string>& names);
+  // Keeps, per phase, the window's call times when it had calls.
+  void keepWindowCalls(const StatsTable& window);
   void fail(const std::string& error);
   // A trace commit of the source's newest trace steps (rank 0: with the round and episodes).
   void writeTrace(RoundSnapshot& snapshot, bool last);
@@ -98,8 +101,10 @@ class Reporter {
   std::unique_ptr<Pusher> pusher_;
   MetricsIdentity identity_;
 #endif
-  StatsTable cumulative_;        // this rank's statistics, the windows merged (reporter thread)
-  RankWindow lastMine_;          // this rank's last window scalars
+  StatsTable cumulative_;  // this rank's statistics, the windows merged (reporter thread)
+  RankWindow lastMine_;    // this rank's last window scalars
+  // Per phase, the call times of the last window with calls (the exported summary's quantiles).
+  std::array<LogHistogram, kNumPhases> windowCalls_;
   uint64_t appliedControl_ = 0;  // newest control generation applied
   bool endpointsExchanged_ = false;
   uint64_t enteredRounds_ = 0;   // regular rounds with collectives this rank entered

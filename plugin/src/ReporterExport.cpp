@@ -11,9 +11,8 @@ namespace attnscope {
 namespace detail {
 
 void Reporter::startExport(const RoundSnapshot& snapshot) {
-  identity_.job = !config_.job.empty()       ? config_.job
-                  : !topology_.runId.empty() ? topology_.runId
-                                             : "attnscope";
+  identity_.job =
+      !config_.job.empty() ? config_.job : defaultJobName(topology_, processArguments());
   identity_.rank = topology_.rank;
   identity_.localRank = topology_.localRank;
   identity_.worldSize = topology_.worldSize;
@@ -27,7 +26,9 @@ void Reporter::startExport(const RoundSnapshot& snapshot) {
     options.port = static_cast<int>(config_.port) + topology_.localRank;
     if (options.port > 65535) options.port = 0;  // beyond the range: the fallback picks one
     options.credentials = config_.metricsCredentials();
-    if (topology_.rank == 0) options.controlToken = config_.controlToken;
+    options.controlToken = config_.controlToken;
+    options.jobControl = topology_.rank == 0;
+    options.layerDetail = config_.metricsLayers;
     options.sampleEvery = config_.sampleEvery;
     metrics_ = std::make_unique<MetricsServer>(options);
     snapshot_ = metrics_->snapshot();
@@ -55,12 +56,17 @@ void Reporter::publishMetrics(const RoundSnapshot& snapshot) {
   m.overheadSeconds = m.run.overheadSeconds;
   m.paused = snapshot.paused;
   m.sampleEvery = snapshot.run.sampleEvery;
+  m.windowCalls = windowCalls_;
+  MetricsOptions options;
+  options.layerDetail = metrics_ ? metrics_->control().layerDetail : config_.metricsLayers;
+  options.ranksDescribed = config_.metricsRanks;
   if (metrics_) {
     m.port = metrics_->port();
     m.portFallback = metrics_->fallback();
     m.exporterErrors = metrics_->errors();
   }
   if (pusher_) {
+    m.pushing = true;
     m.pushes = pusher_->pushes();
     m.pushErrors = pusher_->errors();
     m.exporterErrors += m.pushErrors;
@@ -75,8 +81,8 @@ void Reporter::publishMetrics(const RoundSnapshot& snapshot) {
   m.gpu = snapshot.gpu;
   if (m.gpu.source != GpuTiming::kOff) m.deviceStats = snapshot.deviceStats;
   identity_.aggregation = cluster.aggregation;
-  snapshot_->publish(buildMetrics(identity_, m, cumulative_, config_.metricsLayers,
-                                  detector_ ? &cluster : nullptr));
+  snapshot_->publish(
+      buildMetrics(identity_, m, cumulative_, options, detector_ ? &cluster : nullptr));
   if (pusher_) pusher_->request();
 }
 

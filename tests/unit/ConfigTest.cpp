@@ -118,6 +118,7 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
                                           kEnvBind,
                                           kEnvMetricsAuth,
                                           kEnvMetricsLayers,
+                                          kEnvMetricsRanks,
                                           kEnvPushgateway,
                                           kEnvControlToken,
                                           kEnvFileSd,
@@ -761,7 +762,8 @@ TEST(ConfigMetricsTest, DefaultsServePort9464OnEveryInterface) {
   const Config config = Config::fromVariables({});
   EXPECT_EQ(config.port, 9464);
   EXPECT_EQ(config.bind, "0.0.0.0");
-  EXPECT_TRUE(config.metricsLayers);
+  EXPECT_FALSE(config.metricsLayers);  // a rank's totals; the job's layers are rank 0's
+  EXPECT_EQ(config.metricsRanks, 1024);
   EXPECT_EQ(config.metricsCredentials(), "");
   EXPECT_EQ(config.pushgateway, "");
   EXPECT_EQ(config.controlToken, "");
@@ -842,9 +844,13 @@ TEST(ConfigMetricsTest, JobAndLayerLabels) {
       invalidArgumentMessage([] { fromOne(kEnvJob, "a job"); }),
       "ATTNSCOPE_JOB=\"a job\" has characters a label value should not carry; allowed: letters, "
       "digits, '_', '-', '.' (1 to 128 characters)");
-  EXPECT_FALSE(fromOne(kEnvMetricsLayers, "0").metricsLayers);
+  EXPECT_TRUE(fromOne(kEnvMetricsLayers, "1").metricsLayers);
   EXPECT_NE(invalidArgumentMessage([] { fromOne(kEnvMetricsLayers, "sometimes"); }),
             "<no exception>");
+  EXPECT_EQ(fromOne(kEnvMetricsRanks, "0").metricsRanks, 0);
+  EXPECT_EQ(
+      invalidArgumentMessage([] { fromOne(kEnvMetricsRanks, "-1"); }),
+      "ATTNSCOPE_METRICS_RANKS=\"-1\" is out of range; allowed: an integer from 0 to 16777216");
 }
 
 // ---------------------------------------------------------------------------------------------

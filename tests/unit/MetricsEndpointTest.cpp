@@ -96,8 +96,7 @@ TEST(MetricsEndpointTest, ControlIsOffWithoutAToken) {
     EXPECT_EQ(r.status, 404);
     EXPECT_EQ(r.contentType, "application/json");
     EXPECT_EQ(r.body,
-              "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN on rank 0 to "
-              "enable it\"}");
+              "{\"error\": \"runtime control is off; set ATTNSCOPE_CONTROL_TOKEN to enable it\"}");
   }
 }
 
@@ -120,14 +119,17 @@ TEST(MetricsEndpointTest, ControlRequestsFromQueryAndFormBody) {
   MetricsEndpoint endpoint("", "the-control-token", 1, oneCounter());
   const HttpResponse get = endpoint.handle(request("GET", "/control", kBearer));
   EXPECT_EQ(get.status, 200);
+  // The state, with the series the endpoint serves now (oneCounter: 1).
   EXPECT_EQ(get.body,
             "{\"generation\": 0, \"paused\": false, \"sample_every\": 1, \"applies\": \"at the "
-            "next aggregation round\"}");
+            "next aggregation round\", \"layers\": false, \"series\": 1, \"layers_apply\": \"to "
+            "this rank's endpoint at the next reporting interval\"}");
   const HttpResponse paused = endpoint.handle(request("POST", "/control", kBearer, "action=pause"));
   EXPECT_EQ(paused.status, 200);
   EXPECT_EQ(paused.body,
             "{\"generation\": 1, \"paused\": true, \"sample_every\": 1, \"applies\": \"at the "
-            "next aggregation round\"}");
+            "next aggregation round\", \"layers\": false, \"series\": 1, \"layers_apply\": \"to "
+            "this rank's endpoint at the next reporting interval\"}");
   EXPECT_EQ(endpoint.handle(request("POST", "/control?sample_every=8", kBearer)).status, 200);
   // Query and body together: the body's fields follow the query's.
   EXPECT_EQ(
@@ -142,10 +144,12 @@ TEST(MetricsEndpointTest, ControlRequestsFromQueryAndFormBody) {
 TEST(MetricsEndpointTest, BadControlRequestsGetTheirExactError) {
   MetricsEndpoint endpoint("", "the-control-token", 1, oneCounter());
   const std::string allowed =
-      " not understood; allowed: action=pause, action=resume, sample_every=<1..1000000>\"}";
-  for (const char* body : {"sample_every=0", "sample_every=1000001", "sample_every=lots",
-                           "sample_every=-1", "sample_every=", "action=stop", "action", "x=1",
-                           "action=pause&x=1", "sample_every=99999999999999999999999"}) {
+      " not understood; allowed: action=pause, action=resume, sample_every=<1..1000000>, "
+      "layers=on|off\"}";
+  for (const char* body :
+       {"sample_every=0", "sample_every=1000001", "sample_every=lots", "sample_every=-1",
+        "sample_every=", "action=stop", "action", "x=1", "action=pause&x=1",
+        "sample_every=99999999999999999999999", "layers=yes", "layers"}) {
     const HttpResponse r = endpoint.handle(request("POST", "/control", kBearer, body));
     EXPECT_EQ(r.status, 400) << body;
     EXPECT_EQ(r.contentType, "application/json");

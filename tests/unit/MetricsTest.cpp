@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -99,6 +100,8 @@ StatsTable twoLayers() {
   return t;
 }
 
+const MetricsOptions kLayerDetail{/*layerDetail=*/true};
+
 MetricsIdentity identity(int rank = 1) {
   MetricsIdentity id;
   id.job = "test-job";
@@ -140,7 +143,7 @@ TEST(MetricsTest, BucketBoundsAreTwoPerOctaveOnHistogramEdges) {
 }
 
 TEST(MetricsTest, HistogramCountsAreCumulativeAndExact) {
-  const auto families = buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto families = buildMetrics(identity(), RankMetrics{}, twoLayers(), kLayerDetail, nullptr);
   const auto* hist = find(families, "attnscope_attention_seconds");
   ASSERT_NE(hist, nullptr);
   EXPECT_EQ(hist->type, prometheus::MetricType::Histogram);
@@ -171,7 +174,8 @@ TEST(MetricsTest, HistogramCountsAreCumulativeAndExact) {
 }
 
 TEST(MetricsTest, EverySeriesNamesTheRank) {
-  const auto families = buildMetrics(identity(2), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto families =
+      buildMetrics(identity(2), RankMetrics{}, twoLayers(), kLayerDetail, nullptr);
   for (const auto& f : families) {
     EXPECT_EQ(f.name.rfind("attnscope_", 0), 0u) << f.name;
     for (const auto& m : f.metric) {
@@ -188,7 +192,7 @@ TEST(MetricsTest, EverySeriesNamesTheRank) {
 TEST(MetricsTest, OpKindSecondsAndMemoryPerLayer) {
   RankMetrics r;
   r.overheadSeconds = 0.25;
-  const auto families = buildMetrics(identity(), r, twoLayers(), true, nullptr);
+  const auto families = buildMetrics(identity(), r, twoLayers(), kLayerDetail, nullptr);
   const auto* ops = find(families, "attnscope_attention_op_seconds_total");
   ASSERT_NE(ops, nullptr);
   double softmaxLayer1 = -1;
@@ -206,15 +210,47 @@ TEST(MetricsTest, OpKindSecondsAndMemoryPerLayer) {
   EXPECT_EQ(find(families, "attnscope_overhead_seconds_total")->metric.front().counter.value, 0.25);
 }
 
-TEST(MetricsTest, WithoutLayerLabelsLayersAreSummed) {
-  const auto families = buildMetrics(identity(), RankMetrics{}, twoLayers(), false, nullptr);
-  const auto* hist = find(families, "attnscope_attention_seconds");
-  ASSERT_NE(hist, nullptr);
-  ASSERT_EQ(hist->metric.size(), 2u);  // forward, backward
-  for (const auto& m : hist->metric) {
-    EXPECT_EQ(label(m, "layer"), "");
-    if (label(m, "phase") == "forward") EXPECT_EQ(m.histogram.sample_count, 20u);
+// The default shape: the rank's totals over its layers by phase and op kind, call times as a
+// summary (quantiles of the last window, count and sum since start), no per-layer histogram.
+TEST(MetricsTest, ByDefaultARankExportsItsTotalsWithoutLayers) {
+  RankMetrics r;
+  for (int i = 1; i <= 100; ++i) r.windowCalls[0].add(0.001 * i);  // forward: 1..100 ms
+  const auto families = buildMetrics(identity(), r, twoLayers(), MetricsOptions{}, nullptr);
+  EXPECT_EQ(find(families, "attnscope_attention_seconds"), nullptr);
+  for (const auto& f : families) {
+    for (const auto& m : f.metric) EXPECT_EQ(label(m, "layer"), "") << f.name;
   }
+  const auto* calls = find(families, "attnscope_attention_call_seconds");
+  ASSERT_NE(calls, nullptr);
+  EXPECT_EQ(calls->type, prometheus::MetricType::Summary);
+  ASSERT_EQ(calls->metric.size(), 2u);  // forward, backward
+  for (const auto& m : calls->metric) {
+    ASSERT_EQ(m.summary.quantile.size(), kCallQuantiles.size());
+    if (label(m, "phase") == "forward") {
+      EXPECT_EQ(m.summary.sample_count, 20u);  // both layers' calls since start
+      EXPECT_NEAR(m.summary.sample_sum, 0.055 + 0.02, 1e-9);
+      // The window's quantiles, within the log histogram's error.
+      EXPECT_NEAR(m.summary.quantile[0].value, 0.050, 0.050 * LogHistogram::kRelativeError * 2);
+      EXPECT_NEAR(m.summary.quantile[1].value, 0.099, 0.099 * LogHistogram::kRelativeError * 2);
+    } else {
+      EXPECT_EQ(m.summary.sample_count, 10u);
+      EXPECT_TRUE(std::isnan(m.summary.quantile[0].value));  // no backward call in the window
+    }
+  }
+  const auto* ops = find(families, "attnscope_attention_op_seconds_total");
+  ASSERT_NE(ops, nullptr);
+  double softmaxForward = -1;
+  for (const auto& m : ops->metric) {
+    if (label(m, "phase") == "forward" && label(m, "op_kind") == "softmax")
+      softmaxForward = m.counter.value;
+  }
+  EXPECT_NEAR(softmaxForward, 0.055 / 4 + 10 * 0.0005, 1e-9);  // both layers summed
+  EXPECT_EQ(find(families, "attnscope_attention_allocated_bytes_total")->metric.size(), 2u);
+  EXPECT_EQ(find(families, "attnscope_attention_peak_bytes")->metric.size(), 2u);
+  EXPECT_EQ(find(families, "attnscope_metrics_layer_detail")->metric[0].gauge.value, 0);
+  // The endpoint counts its own series, itself included.
+  EXPECT_EQ(find(families, "attnscope_metrics_series")->metric[0].gauge.value,
+            static_cast<double>(seriesCount(families)));
 }
 
 TEST(MetricsTest, JobSummaryOnRankZero) {
@@ -233,7 +269,8 @@ TEST(MetricsTest, JobSummaryOnRankZero) {
     cluster.last.ranks.push_back(s);
   }
   cluster.stats = twoLayers();
-  const auto families = buildMetrics(identity(0), RankMetrics{}, twoLayers(), true, &cluster);
+  const auto families =
+      buildMetrics(identity(0), RankMetrics{}, twoLayers(), kLayerDetail, &cluster);
   const auto* score = find(families, "attnscope_straggler_score");
   ASSERT_NE(score, nullptr);
   ASSERT_EQ(score->metric.size(), 4u);
@@ -245,12 +282,13 @@ TEST(MetricsTest, JobSummaryOnRankZero) {
   EXPECT_EQ(find(families, "attnscope_job_ranks_expected")->metric.front().gauge.value, 4);
   ASSERT_NE(find(families, "attnscope_job_attention_seconds"), nullptr);
   // Without a cluster (other ranks) none of the job families appear.
-  const auto rankOnly = buildMetrics(identity(1), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto rankOnly =
+      buildMetrics(identity(1), RankMetrics{}, twoLayers(), kLayerDetail, nullptr);
   EXPECT_EQ(find(rankOnly, "attnscope_straggler_score"), nullptr);
 }
 
 TEST(MetricsTest, GpuSourceAlwaysAndDeviceFiguresWhenAGpuRuns) {
-  const auto cpu = buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr);
+  const auto cpu = buildMetrics(identity(), RankMetrics{}, twoLayers(), kLayerDetail, nullptr);
   const auto* source = find(cpu, "attnscope_gpu_timing_source");
   ASSERT_NE(source, nullptr);
   EXPECT_EQ(label(source->metric.front(), "source"), "off");
@@ -269,7 +307,7 @@ TEST(MetricsTest, GpuSourceAlwaysAndDeviceFiguresWhenAGpuRuns) {
   b.kernels[static_cast<int>(AttentionBackend::kFlash)] = 7;
   r.gpu.backends.push_back(b);
   r.deviceStats = twoLayers();
-  const auto gpu = buildMetrics(identity(), r, twoLayers(), true, nullptr);
+  const auto gpu = buildMetrics(identity(), r, twoLayers(), kLayerDetail, nullptr);
   EXPECT_EQ(label(find(gpu, "attnscope_gpu_timing_source")->metric.front(), "source"), "events");
   EXPECT_EQ(find(gpu, "attnscope_gpu_timing_fallback")->metric.front().gauge.value, 1);
   EXPECT_EQ(find(gpu, "attnscope_gpu_allocated_bytes")->metric.front().gauge.value, 1 << 20);
@@ -286,7 +324,7 @@ TEST(MetricsTest, GpuSourceAlwaysAndDeviceFiguresWhenAGpuRuns) {
 
 TEST(MetricsTest, TextExpositionHasTypesAndBuckets) {
   const std::string text =
-      renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
+      renderMetrics(buildMetrics(identity(), RankMetrics{}, twoLayers(), kLayerDetail, nullptr));
   EXPECT_NE(text.find("# TYPE attnscope_attention_seconds histogram"), std::string::npos);
   EXPECT_NE(text.find("attnscope_attention_seconds_bucket{"), std::string::npos);
   EXPECT_NE(text.find("le=\"+Inf\""), std::string::npos);
@@ -299,7 +337,7 @@ TEST(MetricsTest, ServerServesWhatWasPublished) {
   options.port = 0;  // the kernel picks
   MetricsServer server(options);
   ASSERT_TRUE(server.serving());
-  server.publish(buildMetrics(identity(), RankMetrics{}, twoLayers(), true, nullptr));
+  server.publish(buildMetrics(identity(), RankMetrics{}, twoLayers(), kLayerDetail, nullptr));
   const Response r = http(server.port(), "GET", "/metrics");
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("attnscope_attention_seconds_bucket{"), std::string::npos);
@@ -311,7 +349,7 @@ TEST(MetricsTest, AClientThatSendsNothingDoesNotBlockTheNextScrape) {
   options.bind = "127.0.0.1";
   options.port = 0;
   MetricsServer server(options);
-  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), kLayerDetail, nullptr));
   const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -335,7 +373,7 @@ TEST(MetricsTest, TakenPortFallsBackToAFreeOne) {
   EXPECT_TRUE(server.fallback());
   EXPECT_NE(server.port(), taken.port);
   EXPECT_EQ(server.errors(), 1u);
-  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), kLayerDetail, nullptr));
   EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 200);
 }
 
@@ -345,7 +383,7 @@ TEST(MetricsTest, BasicAuthRefusesScrapesWithoutCredentials) {
   options.port = 0;
   options.credentials = "prom:s3cret";
   MetricsServer server(options);
-  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), kLayerDetail, nullptr));
   EXPECT_EQ(http(server.port(), "GET", "/metrics").status, 401);
   // base64("prom:wrong") and base64("prom:s3cret")
   EXPECT_EQ(
@@ -386,7 +424,7 @@ TEST(MetricsTest, ControlNeedsTheTokenAndValidatesRequests) {
   EXPECT_EQ(s.sampleEvery, 8);
   EXPECT_EQ(http(port, "GET", "/control", bearer).status, 200);
   // /metrics is unaffected by the control hook.
-  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), true, nullptr));
+  server.publish(buildMetrics(identity(), RankMetrics{}, StatsTable(), kLayerDetail, nullptr));
   EXPECT_EQ(http(port, "GET", "/metrics").status, 200);
 }
 
@@ -412,20 +450,13 @@ namespace attnscope {
 namespace {
 
 // The series counts docs/METRICS.md gives for a 48-layer model (six op kinds per layer and phase).
-size_t seriesCount(const std::vector<prometheus::MetricFamily>& families) {
-  size_t n = 0;
-  for (const auto& f : families) {
-    for (const auto& m : f.metric)
-      n += f.type == prometheus::MetricType::Histogram ? m.histogram.bucket.size() + 2 : 1;
-  }
-  return n;
-}
 
-TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
+// A model of `layers` layers, forward and backward, six op kinds per call (the example's).
+StatsTable deepModel(int layers) {
   StatsTable t;
   const OpKind kinds[] = {OpKind::kQkvProjection, OpKind::kScoreMatmul,      OpKind::kSoftmax,
                           OpKind::kContextMatmul, OpKind::kOutputProjection, OpKind::kLayoutCopy};
-  for (int l = 0; l < 48; ++l) {
+  for (int l = 0; l < layers; ++l) {
     const int32_t id = t.layerId("layers." + std::to_string(l));
     for (Phase p : {Phase::kForward, Phase::kBackward}) {
       CallRecord r;
@@ -439,19 +470,55 @@ TEST(MetricsTest, SeriesCountsOfA48LayerModelAreTheDocumentedOnes) {
       t.add(r);
     }
   }
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr)), 4635u);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr)), 123u);
+  return t;
+}
+
+// docs/METRICS.md's budget: with defaults a rank's series do not depend on the model's depth
+// (24 scalars, 2 per-step gauges, per phase a 4-series summary, 2 memory series and one per op
+// kind, and the endpoint's own count); per-layer detail costs 40 (histogram) + 2 + kinds per layer
+// and phase.
+TEST(MetricsTest, DefaultSeriesOfARankDoNotGrowWithTheLayers) {
+  const size_t two = seriesCount(
+      buildMetrics(identity(1), RankMetrics{}, deepModel(2), MetricsOptions{}, nullptr));
+  EXPECT_EQ(seriesCount(
+                buildMetrics(identity(1), RankMetrics{}, deepModel(24), MetricsOptions{}, nullptr)),
+            two);
+  EXPECT_EQ(seriesCount(
+                buildMetrics(identity(1), RankMetrics{}, deepModel(80), MetricsOptions{}, nullptr)),
+            two);
+  EXPECT_EQ(two, 24u + 2 + 2 * (4 + 2 + 6) + 1);
+  const size_t detail48 =
+      seriesCount(buildMetrics(identity(1), RankMetrics{}, deepModel(48), kLayerDetail, nullptr));
+  EXPECT_EQ(detail48, 24u + 2 + 2 * 4 + 48 * 2 * (40 + 2 + 6) + 1);
+}
+
+// Rank 0 adds what does not grow with the world beyond ATTNSCOPE_METRICS_RANKS: 11 job scalars,
+// the score distribution (10 bounds, +Inf, sum, count), 8 series per described rank, and the
+// job's statistics per layer and phase (histogram, op-kind seconds, bytes, op-kind bytes: bounded
+// by the model).
+TEST(MetricsTest, JobSummarySeriesAreBoundedByTheModelAndTheDescribedRanks) {
+  const StatsTable t = deepModel(48);
+  const size_t rank =
+      seriesCount(buildMetrics(identity(0), RankMetrics{}, t, MetricsOptions{}, nullptr));
+  const size_t job = 11 + 13 + 48 * 2 * (40 + 6 + 1 + 6);
   ClusterReport cluster;
   cluster.stats = t;
   cluster.last.ranks.resize(4);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, true, &cluster)),
-            4635u + 8 * 4 + 6 + 4416);
-  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, false, &cluster)),
-            123u + 8 * 4 + 6 + 92);
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, MetricsOptions{}, &cluster)),
+            rank + job + 8 * 4);
+  // 4,096 ranks, none flagged: the 16 top scores only.
+  cluster.last.ranks.resize(4096);
+  for (int r = 0; r < 4096; ++r) {
+    cluster.last.ranks[r].rank = r;
+    cluster.last.ranks[r].present = true;
+  }
+  EXPECT_EQ(seriesCount(buildMetrics(identity(0), RankMetrics{}, t, MetricsOptions{}, &cluster)),
+            rank + job + 8 * kTopRanks);
 }
 
-// The roofline (docs/METRICS.md): 5 series per rank, and 6 per (layer, phase, op kind) with
-// formulas (flops, bytes, seconds, fraction, bound memory/compute).
+// The roofline (docs/METRICS.md): 7 series per rank (ceilings, machine, shape reads; 8 with a GPU),
+// and with layer detail 6 per (layer, phase, op kind) with formulas (flops, bytes, seconds,
+// fraction, bound memory/compute).
 TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
   StatsTable t;
   for (int l = 0; l < 48; ++l) {
@@ -476,13 +543,16 @@ TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
   RankMetrics m;
   m.run.roofline = true;
   m.run.ceilings = Ceilings{1e11, 1e10, "calibration", ""};
-  const size_t plain = seriesCount(buildMetrics(identity(1), RankMetrics{}, t, true, nullptr));
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, true, nullptr)),
-            plain + 5 + 48 * 2 * 7 * 6);
+  const size_t plain =
+      seriesCount(buildMetrics(identity(1), RankMetrics{}, t, kLayerDetail, nullptr));
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, kLayerDetail, nullptr)),
+            plain + 7 + 48 * 2 * 7 * 6);
+  // By default a rank exports the ceilings, its hardware and the shape reads; the cells are in
+  // the job summary (per layer) and with layer detail.
   const size_t plainSummed =
-      seriesCount(buildMetrics(identity(1), RankMetrics{}, t, false, nullptr));
-  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, false, nullptr)),
-            plainSummed + 5 + 2 * 7 * 6);
+      seriesCount(buildMetrics(identity(1), RankMetrics{}, t, MetricsOptions{}, nullptr));
+  EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, MetricsOptions{}, nullptr)),
+            plainSummed + 7);
 }
 
 TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
@@ -508,7 +578,7 @@ TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
   m.run.ceilings = Ceilings{1e11, 1e10, "config", ""};  // ridge 10 flop/byte
   m.run.shapeReads = 30;
   m.run.shapeChanges = 3;
-  const auto families = buildMetrics(identity(1), m, t, true, nullptr);
+  const auto families = buildMetrics(identity(1), m, t, kLayerDetail, nullptr);
   const auto value = [&](const char* name, const std::string& kind, const std::string& bound = "") {
     const prometheus::MetricFamily* f = find(families, name);
     EXPECT_NE(f, nullptr) << name;
@@ -540,7 +610,7 @@ TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
       find(families, "attnscope_roofline_shape_changes_total")->metric[0].counter.value, 3);
   // Unknown ceilings: the counters stay, no bound or fraction is claimed.
   m.run.ceilings = Ceilings{};
-  const auto unknown = buildMetrics(identity(1), m, t, true, nullptr);
+  const auto unknown = buildMetrics(identity(1), m, t, kLayerDetail, nullptr);
   EXPECT_TRUE(find(unknown, "attnscope_roofline_bound")->metric.empty());
   EXPECT_EQ(find(unknown, "attnscope_roofline_flops_total")->metric.size(), 2u);
   EXPECT_TRUE(find(unknown, "attnscope_roofline_peak_flops_per_second")->metric.empty());
@@ -568,7 +638,7 @@ TEST(MetricsTest, RankZeroExportsAFlaggedCellOutlierWithItsLabels) {
   cluster.last.ranks[1].cellLayer = 0;
   cluster.cellOutliers.resize(1);
   const std::string text =
-      renderMetrics(buildMetrics(identity(0), RankMetrics{}, StatsTable(), true, &cluster));
+      renderMetrics(buildMetrics(identity(0), RankMetrics{}, StatsTable(), kLayerDetail, &cluster));
   const std::string labels =
       "{job=\"test-job\",rank=\"2\",layer=\"layers.1.attn\",phase=\"backward\",op_kind="
       "\"softmax\"}";
@@ -579,6 +649,134 @@ TEST(MetricsTest, RankZeroExportsAFlaggedCellOutlierWithItsLabels) {
             std::string::npos);
   EXPECT_EQ(text.find("attnscope_cell_outlier_factor{job=\"test-job\",rank=\"1\""),
             std::string::npos);
+}
+
+// Beyond ATTNSCOPE_METRICS_RANKS rank 0 describes the top scores and every flagged rank, and the
+// distribution counts every present rank.
+TEST(MetricsTest, LargeJobsDescribeTheTopAndFlaggedRanksAndTheDistribution) {
+  ClusterReport cluster;
+  cluster.layerNames = {"layers.0.attn"};
+  const int world = 2000;
+  for (int r = 0; r < world; ++r) {
+    RankStatus s;
+    s.rank = r;
+    s.present = r != 7;
+    s.missing = r == 7;
+    s.score = 1.0 + (r % 100) * 0.001;  // ranks 99, 199, ... score highest among the healthy
+    cluster.last.ranks.push_back(s);
+  }
+  cluster.last.ranks[1500].score = 2.5;
+  cluster.last.ranks[1500].straggler = true;
+  cluster.last.ranks[1500].window.topLayer = 0;
+  cluster.last.ranks[1500].window.topPhase = Phase::kBackward;
+  cluster.last.ranks[1500].window.topKind = OpKind::kSoftmax;
+  cluster.last.ranks[1500].window.topShare = 0.75;
+  cluster.last.ranks[42].cellOutlier = true;
+  cluster.last.ranks[42].cellLayer = 0;
+  cluster.last.presentRanks = world - 1;
+  cluster.last.expectedRanks = world;
+  MetricsOptions options;
+  options.ranksDescribed = 1024;
+  const auto families = buildMetrics(identity(0), RankMetrics{}, StatsTable(), options, &cluster);
+  std::set<std::string> described;
+  for (const auto& m : find(families, "attnscope_straggler_score")->metric)
+    described.insert(label(m, "rank"));
+  // The straggler, the cell outlier, the missing rank, and the 16 highest scores (the straggler
+  // and the 15 ranks scoring 1.099).
+  EXPECT_TRUE(described.count("1500") && described.count("42") && described.count("7"));
+  EXPECT_EQ(described.size(), 3u + 15u);
+  for (const std::string& r : described) {
+    EXPECT_TRUE(r == "42" || r == "7" || r == "1500" || std::stoi(r) % 100 == 99) << r;
+  }
+  EXPECT_EQ(find(families, "attnscope_job_ranks_described")->metric[0].gauge.value, 18);
+  EXPECT_EQ(find(families, "attnscope_job_stragglers")->metric[0].gauge.value, 1);
+  EXPECT_EQ(find(families, "attnscope_job_ranks_missing")->metric[0].gauge.value, 1);
+  const auto& dist = find(families, "attnscope_job_straggler_score_ranks")->metric[0].histogram;
+  EXPECT_EQ(dist.sample_count, static_cast<uint64_t>(world - 1));
+  for (const auto& b : dist.bucket) {
+    if (b.upper_bound == 1.1) EXPECT_EQ(b.cumulative_count, static_cast<uint64_t>(world - 2));
+    if (b.upper_bound == 2) EXPECT_EQ(b.cumulative_count, static_cast<uint64_t>(world - 2));
+    if (b.upper_bound == 3) EXPECT_EQ(b.cumulative_count, static_cast<uint64_t>(world - 1));
+  }
+  // The straggler's cell, named whatever the layer detail.
+  const std::string text = renderMetrics(families);
+  EXPECT_NE(text.find("attnscope_straggler_attribution_share{job=\"test-job\",rank=\"1500\","
+                      "layer=\"layers.0.attn\",phase=\"backward\",op_kind=\"softmax\"} 0.75"),
+            std::string::npos);
+  // At or below the limit every rank is described.
+  options.ranksDescribed = world;
+  EXPECT_EQ(find(buildMetrics(identity(0), RankMetrics{}, StatsTable(), options, &cluster),
+                 "attnscope_straggler_score")
+                ->metric.size(),
+            static_cast<size_t>(world));
+}
+
+// Any rank's /control takes layers=on|off for its own series; pause and the sample rate are rank
+// 0's.
+TEST(MetricsTest, EveryRankTakesLayerDetailAndOnlyRankZeroTheJobWideRequests) {
+  MetricsServerOptions options;
+  options.bind = "127.0.0.1";
+  options.port = 0;
+  options.controlToken = "0123456789abcdef-token";
+  options.jobControl = false;
+  MetricsServer server(options);
+  server.publish(buildMetrics(identity(), RankMetrics{}, twoLayers(), MetricsOptions{}, nullptr));
+  const std::string bearer = "Authorization: Bearer 0123456789abcdef-token\r\n";
+  const Response refused = http(server.port(), "POST", "/control", bearer, "action=pause");
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_NE(
+      refused.body.find("allowed: layers=on|off (pause, resume and sample_every are rank 0's)"),
+      std::string::npos)
+      << refused.body;
+  EXPECT_EQ(http(server.port(), "POST", "/control", bearer, "layers=maybe").status, 400);
+  EXPECT_FALSE(server.control().layerDetail);
+  const Response on = http(server.port(), "POST", "/control", bearer, "layers=on");
+  EXPECT_EQ(on.status, 200);
+  EXPECT_NE(on.body.find("\"layers\": true"), std::string::npos) << on.body;
+  EXPECT_EQ(on.body.find("generation"), std::string::npos) << on.body;
+  EXPECT_TRUE(server.control().layerDetail);
+  EXPECT_EQ(server.control().generation, 0u);
+  // The answer says what the endpoint serves now.
+  const size_t series =
+      seriesCount(buildMetrics(identity(), RankMetrics{}, twoLayers(), MetricsOptions{}, nullptr));
+  EXPECT_NE(on.body.find("\"series\": " + std::to_string(series)), std::string::npos)
+      << on.body << " (expected " << series << ")";
+  EXPECT_EQ(http(server.port(), "POST", "/control", bearer, "layers=off").status, 200);
+  EXPECT_FALSE(server.control().layerDetail);
+}
+
+// Managed back ends limit labels per series; attnscope keeps to 10 (le and quantile included), in
+// every shape: rank 0 with GPU timing, the roofline, layer detail and every finding.
+TEST(MetricsTest, NoSeriesCarriesMoreThanTenLabels) {
+  RankMetrics r;
+  r.run.roofline = true;
+  r.run.ceilings = Ceilings{1e11, 1e10, "config", ""};
+  r.run.machine.gpuMemoryBytes = 1 << 30;
+  r.gpu.source = GpuTiming::kCupti;
+  r.gpu.device = 0;
+  r.deviceStats = twoLayers();
+  r.pushing = true;
+  ClusterReport cluster;
+  cluster.stats = twoLayers();
+  cluster.layerNames = {"layers.0.attn", "layers.1.attn"};
+  cluster.last.ranks.resize(2);
+  cluster.last.ranks[1].rank = 1;
+  cluster.last.ranks[1].straggler = cluster.last.ranks[1].cellOutlier = true;
+  cluster.last.ranks[1].window.topLayer = cluster.last.ranks[1].cellLayer = 0;
+  for (const MetricsOptions& options : {MetricsOptions{}, kLayerDetail}) {
+    size_t most = 0;
+    for (const auto& f : buildMetrics(identity(0), r, twoLayers(), options, &cluster)) {
+      const size_t extra =
+          f.type == prometheus::MetricType::Histogram || f.type == prometheus::MetricType::Summary
+              ? 1
+              : 0;
+      for (const auto& m : f.metric) {
+        EXPECT_LE(m.label.size() + extra, 10u) << f.name;
+        most = std::max(most, m.label.size() + extra);
+      }
+    }
+    EXPECT_GE(most, 8u);  // the check saw the widest series (machine info, the findings)
+  }
 }
 
 }  // namespace

@@ -33,6 +33,7 @@ constexpr char kEnvPort[] = "ATTNSCOPE_PORT";
 constexpr char kEnvBind[] = "ATTNSCOPE_BIND";
 constexpr char kEnvMetricsAuth[] = "ATTNSCOPE_METRICS_AUTH";
 constexpr char kEnvMetricsLayers[] = "ATTNSCOPE_METRICS_LAYERS";
+constexpr char kEnvMetricsRanks[] = "ATTNSCOPE_METRICS_RANKS";
 constexpr char kEnvPushgateway[] = "ATTNSCOPE_PUSHGATEWAY";
 constexpr char kEnvControlToken[] = "ATTNSCOPE_CONTROL_TOKEN";
 constexpr char kEnvFileSd[] = "ATTNSCOPE_FILE_SD";
@@ -128,15 +129,23 @@ struct ATTNSCOPE_API Config {
   // "user:password" for HTTP basic auth on /metrics, or "@/path/file" holding that line. Empty:
   // none.
   std::string metricsAuth;
-  // Label series by layer. Off: layers are summed, which bounds the series of very deep models.
-  bool metricsLayers = true;
+  // Per-layer series on every rank (docs/METRICS.md, "Series budget"). Off (the default): each
+  // rank exports its totals by phase and op kind, a count that does not grow with the model;
+  // per-layer figures are in rank 0's job summary, the summaries and the traces. /control
+  // layers=on|off switches one rank at runtime.
+  bool metricsLayers = false;
+  // Rank 0's job summary describes every rank one by one up to this world size; beyond, the top
+  // ranks by score, the flagged ones and the scores' distribution.
+  int64_t metricsRanks = 1024;
   // Push gateway base URL (http://host:port): push every interval and once more at stop.
   std::string pushgateway;
-  // Bearer token for rank 0's /control endpoint (pause, resume, sample rate). Empty: no control.
+  // Bearer token for /control: rank 0's takes pause, resume and the sample rate for the job, every
+  // rank's takes layers=on|off for its own series. Empty: no control.
   std::string controlToken;
   // Rank 0 writes a Prometheus file_sd JSON with every rank's endpoint here. Empty: none.
   std::string fileSd;
-  // The `job` label; empty: TORCHELASTIC_RUN_ID, else "attnscope".
+  // The `job` label; empty: TORCHELASTIC_RUN_ID when torchrun was given an --rdzv_id, else the
+  // program's name and the rendezvous address (defaultJobName in Topology.h).
   std::string job;
 
   // Device time per layer on GPUs: auto (CUPTI, else CUDA events), cupti, events, both or off.

@@ -25,6 +25,8 @@ struct MetricsServerOptions {
   std::string credentials;   // "user:password" for basic auth; empty: none
   std::string controlToken;  // bearer token for POST /control; empty: no /control
   int64_t sampleEvery = 1;   // the control state's starting sample rate
+  bool jobControl = true;    // /control takes the job-wide requests (rank 0's endpoint)
+  bool layerDetail = false;  // the control state's starting per-layer series (layers=on|off)
   // A connection that sends or reads nothing for this long is closed; a request body must arrive
   // within it (from the end of the headers).
   int connectionTimeoutS = 5;
