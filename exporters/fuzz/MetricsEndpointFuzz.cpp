@@ -1,9 +1,10 @@
 // libFuzzer target for the request handling that is attnscope's own (detail::MetricsEndpoint:
 // routes, basic auth, the bearer token, /control's parsing, the size limits); libmicrohttpd frames
 // the requests before it. An input is "METHOD\nTARGET\nAUTHORIZATION\nFLAGS\nBODY", FLAGS holding
-// 'c' (basic auth on), 't' (a control token), 'L' (the body was too large), 'H' (headers too
-// large). Besides crashes and sanitizer reports, it stops on an answer outside the endpoint's
-// contract. Built and run by tests/integration/fuzz_metrics_endpoint.sh with clang.
+// 'c' (basic auth on), 't' (a control token), 'r' (a rank other than 0: /control takes only
+// layers=on|off), 'L' (the body was too large), 'H' (headers too large). Besides crashes and
+// sanitizer reports, it stops on an answer outside the endpoint's contract. Built and run by
+// tests/integration/fuzz_metrics_endpoint.sh with clang.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,7 +62,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   request.headerBytes = flags.find('H') != std::string::npos
                             ? MetricsEndpoint::kMaxHeaderBytes + 1
                             : request.method.size() + request.target.size() + 40;
-  MetricsEndpoint endpoint(credentials ? "prom:s3cret" : "", token ? "tok" : "", 1, snapshot());
+  const bool jobControl = flags.find('r') == std::string::npos;
+  MetricsEndpoint endpoint(credentials ? "prom:s3cret" : "", token ? "tok" : "", 1, snapshot(),
+                           jobControl);
   const HttpResponse a = endpoint.handle(request);
   switch (a.status) {
     case 200:
@@ -80,12 +83,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     fail("headers over the limit not refused", request, a);
   }
   const std::string path = request.target.substr(0, request.target.find('?'));
-  const uint64_t generation = endpoint.control().generation;
+  const attnscope::ControlState state = endpoint.control();
   const bool accepted = a.status == 200 && request.method == "POST" && path == "/control";
-  if (generation > 1 || (generation == 1) != accepted) {
+  const bool changed = state.generation > 0 || state.layerDetail;
+  if (state.generation > 1 || (changed && !accepted)) {
     fail("the control state changed without an accepted POST", request, a);
   }
-  if (generation == 1 && request.authorization != "Bearer tok") {
+  if (state.generation > 0 && !jobControl) {
+    fail("a job-wide request accepted on a rank other than 0", request, a);
+  }
+  if (accepted && jobControl && state.generation != 1 &&
+      request.body.find("layers=") == std::string::npos &&
+      request.target.find("layers=") == std::string::npos) {
+    fail("a POST accepted without a change", request, a);
+  }
+  if ((changed || accepted) && request.authorization != "Bearer tok") {
     fail("control accepted without the token", request, a);
   }
   // base64 of "prom:s3cret" but its last character, whose low bits are dropped.

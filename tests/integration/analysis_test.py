@@ -403,14 +403,15 @@ def case_contended_rank2(tmp):
 def case_cell_outlier3(tmp):
     import urllib.request
     port = free_ports(3)
-    env = dict(base_env(tmp, 1.0), ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port))
+    env = dict(base_env(tmp, 1.0), ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port),
+               ATTNSCOPE_JOB="cell-outlier3")
     duration = 20
     procs = spawn_ranks(3, env, TINY + ["--steps", "100000000", "--duration-s", str(duration),
                                         "--slow-rank", "1", "--slow-layer", "2", "--slow-kind",
                                         "softmax", "--slow-factor", "2"], tmp)
     # Rank 0 exports the cell once rank 1 named it in 3 consecutive 1 s rounds (its first report
     # a round after the first window): 5 s in, give it the whole run.
-    want = ('attnscope_cell_outlier_factor{job="attnscope",rank="1",layer="layers.2.attn",'
+    want = ('attnscope_cell_outlier_factor{job="cell-outlier3",rank="1",layer="layers.2.attn",'
             'phase="forward",op_kind="softmax"}')
     seen, end = None, time.time() + duration
     while seen is None and time.time() < end and procs[0].poll() is None:

@@ -289,7 +289,10 @@ def case_prometheus(tmp):
     prom.wait_ready()  # its port is bound before the ranks' ports are picked
     port = free_ports(2)
     # The script stays up after its steps until Prometheus has the series (deadline below).
-    job = subprocess.Popen(launch_args(run_dir, "llama_sdpa", 2, port, ["--wait-metrics-s", "150"]), env=env(),
+    # Every rank's own per-layer series: the detail a small job turns on (ATTNSCOPE_METRICS_LAYERS;
+    # the default shape, the ranks' totals and rank 0's per-layer job summary, is prometheus_test's).
+    job = subprocess.Popen(launch_args(run_dir, "llama_sdpa", 2, port, ["--wait-metrics-s", "150"]),
+                           env=env(ATTNSCOPE_METRICS_LAYERS="1"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     names = EXPECTED["llama_sdpa"][0]
     want = {(str(r), n) for r in (0, 1) for n in names}

@@ -29,4 +29,7 @@ seed no-token $'POST\n/control\n\nt\naction=pause'
 seed delete $'DELETE\n/control\nBearer tok\nt\n'
 seed too-large $'POST\n/control\nBearer tok\ntL\n'
 seed headers $'GET\n/metrics\n\nH\n'
+seed layers $'POST\n/control\nBearer tok\nt\nlayers=on'
+seed layers-rank $'POST\n/control?layers=off\nBearer tok\ntr\nlayers=on'
+seed job-on-rank $'POST\n/control\nBearer tok\ntr\naction=pause'
 run_fuzzer metrics_endpoint_fuzz 8192 "a crash or a broken contract"
