@@ -552,7 +552,8 @@ TEST_F(ObserverTest, OpKindScopeForcesTheKindOfItsOps) {
   }
   OpKindScope outside(OpKind::kPositional);  // outside any call: no effect, no error
   step();
-  const PhaseStats* fwd = findPhase(statistics(), "layers.0.attn", Phase::kForward);
+  const StatsTable table = statistics();  // the cells point into it
+  const PhaseStats* fwd = findPhase(table, "layers.0.attn", Phase::kForward);
   ASSERT_NE(fwd, nullptr);
   const CellStats* positional = findKind(fwd, OpKind::kPositional);
   ASSERT_NE(positional, nullptr);
@@ -761,7 +762,8 @@ TEST_F(ObserverTest, CoexistsWithTorchProfilerStartedLater) {
     torch::softmax(x, -1);
   }
   step();
-  const PhaseStats* fwd = findPhase(statistics(), "attn", Phase::kForward);
+  const StatsTable table = statistics();  // the cells point into it
+  const PhaseStats* fwd = findPhase(table, "attn", Phase::kForward);
   ASSERT_NE(fwd, nullptr);
   EXPECT_EQ(fwd->call.seconds.count(), 3u);
   // Host memory reached attnscope before, during and after the profiler's run.
@@ -787,7 +789,8 @@ TEST_F(ObserverTest, StartedUnderARunningTorchProfilerWithoutBreakingIt) {
     torch::softmax(x, -1);
   }
   step();
-  const PhaseStats* fwd = findPhase(statistics(), "attn", Phase::kForward);
+  const StatsTable table = statistics();  // the cells point into it
+  const PhaseStats* fwd = findPhase(table, "attn", Phase::kForward);
   ASSERT_NE(fwd, nullptr);
   EXPECT_EQ(fwd->call.seconds.count(), 2u);
   EXPECT_EQ(findKind(fwd, OpKind::kSoftmax)->bytes, 2 * 64 * 64 * 4);

@@ -85,7 +85,8 @@ TEST_F(RooflineObserverTest, NothingIsReadWithRooflineOff) {
   const RunInfo run = runInfo();
   EXPECT_EQ(run.shapeReads, 0u);
   EXPECT_FALSE(run.ceilings.known());
-  const CellStats* score = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+  const StatsTable stats = statistics();  // findKind points into it: keep it alive
+  const CellStats* score = findKind(stats, "attn", Phase::kForward, OpKind::kScoreMatmul);
   ASSERT_NE(score, nullptr);
   EXPECT_EQ(score->flops, 0.0);
   EXPECT_EQ(score->modelledSeconds, 0.0);
@@ -152,11 +153,13 @@ TEST_F(RooflineObserverTest, ClosedCallsReadOneCallInEightAndDropACallWhoseShape
   };
   const auto scoreFlops = [&](int64_t seq) { return 2.0 * heads * seq * d * seq; };
   const auto forwardFlops = [&] {
-    const CellStats* c = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+    const StatsTable now = statistics();
+    const CellStats* c = findKind(now, "attn", Phase::kForward, OpKind::kScoreMatmul);
     return c == nullptr ? -1.0 : c->flops;
   };
   const auto backwardFlops = [&] {
-    const CellStats* c = findKind(statistics(), "attn", Phase::kBackward, OpKind::kScoreMatmul);
+    const StatsTable now = statistics();
+    const CellStats* c = findKind(now, "attn", Phase::kBackward, OpKind::kScoreMatmul);
     return c == nullptr ? -1.0 : c->flops;
   };
   const uint64_t perCall = 4;  // bmm, transpose, softmax, bmm
@@ -165,14 +168,17 @@ TEST_F(RooflineObserverTest, ClosedCallsReadOneCallInEightAndDropACallWhoseShape
   EXPECT_EQ(runInfo().shapeReads, 2 * perCall);
   EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32));
   EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32));
-  const CellStats* fwd = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+  // statistics() returns a copy: the cells are read from a table kept alive, not a temporary.
+  StatsTable stats = statistics();
+  const CellStats* fwd = findKind(stats, "attn", Phase::kForward, OpKind::kScoreMatmul);
   ASSERT_NE(fwd, nullptr);
   const uint64_t opsBefore = fwd->ops;
   step(48);  // reuses the seq-32 costs: its node shapes differ, so its figures are dropped
   EXPECT_EQ(runInfo().shapeReads, 2 * perCall);
   EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32));
   EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32));
-  fwd = findKind(statistics(), "attn", Phase::kForward, OpKind::kScoreMatmul);
+  stats = statistics();
+  fwd = findKind(stats, "attn", Phase::kForward, OpKind::kScoreMatmul);
   ASSERT_NE(fwd, nullptr);
   EXPECT_EQ(fwd->ops, opsBefore + 1);  // the call itself is still timed
   step(48);                            // reads the new shapes
@@ -180,7 +186,10 @@ TEST_F(RooflineObserverTest, ClosedCallsReadOneCallInEightAndDropACallWhoseShape
   EXPECT_EQ(runInfo().shapeReads, 3 * perCall);
   EXPECT_DOUBLE_EQ(forwardFlops(), 10 * scoreFlops(32) + 2 * scoreFlops(48));
   EXPECT_DOUBLE_EQ(backwardFlops(), 10 * 2 * scoreFlops(32) + 2 * 2 * scoreFlops(48));
-  const CellStats* bwd = findKind(statistics(), "attn", Phase::kBackward, OpKind::kScoreMatmul);
+  stats = statistics();
+  fwd = findKind(stats, "attn", Phase::kForward, OpKind::kScoreMatmul);
+  const CellStats* bwd = findKind(stats, "attn", Phase::kBackward, OpKind::kScoreMatmul);
+  ASSERT_NE(fwd, nullptr);
   ASSERT_NE(bwd, nullptr);
   EXPECT_LE(fwd->modelledSeconds, fwd->seconds.sum() * (1 + 1e-9));
   EXPECT_LE(bwd->modelledSeconds, bwd->seconds.sum() * (1 + 1e-9));
@@ -200,7 +209,8 @@ TEST_F(RooflineObserverTest, ClosedCallsWithoutHistoryReadEveryCall) {
     attnscope::step();
   }
   EXPECT_EQ(runInfo().shapeReads, 3 * 4u);
-  const CellStats* fwd = findKind(statistics(), "eval", Phase::kForward, OpKind::kScoreMatmul);
+  const StatsTable stats = statistics();
+  const CellStats* fwd = findKind(stats, "eval", Phase::kForward, OpKind::kScoreMatmul);
   ASSERT_NE(fwd, nullptr);
   EXPECT_DOUBLE_EQ(fwd->flops, 3 * 2.0 * 4 * 32 * 16 * 32);
 }
