@@ -1,4 +1,6 @@
 // The run-against-run comparison as JSON, HTML and the summary attnscope-analyze prints.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -56,6 +58,19 @@ std::string stringList(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// "a, b, c" for up to four layers, else the first two, "...", the last.
+std::string layerList(const std::vector<std::string>& layers) {
+  std::string s;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers.size() > 4 && i == 2) {
+      s += ", ..., " + layers.back();
+      break;
+    }
+    s += (i > 0 ? ", " : "") + layers[i];
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string renderComparisonJson(const RunComparison& c) {
@@ -109,21 +124,63 @@ std::string renderComparisonText(const RunComparison& c) {
     o << "  baseline: skipped " << s.path << ": " << s.reason << "\n";
   for (const SkippedFile& s : c.current.skipped)
     o << "  current: skipped " << s.path << ": " << s.reason << "\n";
+  // The same difference in several layers (a model switched implementation) is one line.
+  std::vector<std::pair<const RunDifference*, std::vector<std::string>>> grouped;
   for (const RunDifference& d : c.differences) {
-    o << "  differs: " << (d.layer.empty() ? "" : d.layer + " ") << d.what << ": " << d.current
-      << " (baseline " << d.baseline << ")\n";
+    auto it = std::find_if(grouped.begin(), grouped.end(), [&](const auto& g) {
+      return !d.layer.empty() && !g.second.empty() && g.first->what == d.what &&
+             g.first->baseline == d.baseline && g.first->current == d.current;
+    });
+    if (it == grouped.end()) it = grouped.insert(grouped.end(), {&d, {}});
+    if (!d.layer.empty()) it->second.push_back(d.layer);
+  }
+  for (const auto& [d, layers] : grouped) {
+    o << "  differs: " << (layers.size() == 1 ? layers[0] + " " : "") << d->what << ": "
+      << d->current << " (baseline " << d->baseline << ")";
+    if (layers.size() > 1) o << " in " << layers.size() << " layers: " << layerList(layers);
+    o << "\n";
   }
   for (const std::string& l : c.onlyBaseline) o << "  only in baseline: " << l << "\n";
   for (const std::string& l : c.onlyCurrent) o << "  only in current: " << l << "\n";
   size_t same = 0;
+  // Op kinds that ran in one run only, one line per layer and phase (an implementation change
+  // swaps the unfused kinds for fused_attention).
+  std::vector<std::pair<std::string, std::array<std::string, 2>>> onlyKinds;
+  for (const ComparedCell& x : c.cells) {
+    if (x.kind == OpKind::kCount ||
+        (x.verdict != Verdict::kOnlyBaseline && x.verdict != Verdict::kOnlyCurrent))
+      continue;
+    const std::string key = x.layer + " " + phaseName(x.phase);
+    auto it = std::find_if(onlyKinds.begin(), onlyKinds.end(),
+                           [&](const auto& e) { return e.first == key; });
+    if (it == onlyKinds.end()) it = onlyKinds.insert(onlyKinds.end(), {key, {}});
+    std::string& list = it->second[x.verdict == Verdict::kOnlyBaseline ? 0 : 1];
+    list += (list.empty() ? "" : ", ") + std::string(opKindName(x.kind));
+  }
+  // Layers and phases with the same lists are one line.
+  std::vector<std::pair<std::string, std::vector<std::string>>> kindLines;
+  for (const auto& [key, lists] : onlyKinds) {
+    const size_t space = key.rfind(' ');
+    std::string line = key.substr(space + 1) + " op kinds:";
+    if (!lists[0].empty()) line += " only in baseline " + lists[0] + (lists[1].empty() ? "" : ";");
+    if (!lists[1].empty()) line += " only in current " + lists[1];
+    auto it = std::find_if(kindLines.begin(), kindLines.end(),
+                           [&](const auto& k) { return k.first == line; });
+    if (it == kindLines.end()) it = kindLines.insert(kindLines.end(), {line, {}});
+    it->second.push_back(key.substr(0, space));
+  }
+  for (const auto& [line, layers] : kindLines) {
+    o << "  " << (layers.size() == 1 ? layers[0] : std::to_string(layers.size()) + " layers") << " "
+      << line;
+    if (layers.size() > 1) o << " (" << layerList(layers) << ")";
+    o << "\n";
+  }
   for (const ComparedCell& x : c.cells) {
     if (x.verdict == Verdict::kSame) {
       ++same;
       continue;
     }
-    if (x.kind != OpKind::kCount &&
-        (x.verdict == Verdict::kFaster || x.verdict == Verdict::kSlower))
-      continue;  // the summary names whole calls; the reports have every op kind
+    if (x.kind != OpKind::kCount) continue;  // whole calls here; the reports have every kind
     o << "  " << verdictName(x.verdict) << ": " << cellName(x);
     if (x.verdict == Verdict::kFaster || x.verdict == Verdict::kSlower) {
       o << " " << ratioText(x.ratio) << " (" << intervalText(x) << "), "

@@ -19,6 +19,8 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr int kAllKinds = kNumOpKinds;  // the whole call
+constexpr double kMaxDraws = 2e8;       // bootstrap work bound (about 10 s here)
+constexpr int kMinResamples = 200;
 
 // Per rank (index into the run's traces): one value per sampled step that ran the cell.
 struct CellSeries {
@@ -329,6 +331,13 @@ bool compareRuns(const std::string& baselineDir, const std::vector<RankTrace>& b
   }
   const CellSeries empty;
   uint64_t seed = options.seed;
+  struct Pending {
+    size_t cell;
+    const CellSeries* baseline;
+    const CellSeries* current;
+  };
+  std::vector<Pending> toResample;
+  double draws = 0;  // steps drawn per resample, all cells
   for (const std::string& layer : order) {
     for (int phase = 0; phase < kNumPhases; ++phase) {
       for (int kind = kAllKinds; kind >= 0; --kind) {  // the whole call first
@@ -357,16 +366,28 @@ bool compareRuns(const std::string& baselineDir, const std::vector<RankTrace>& b
                              : kNaN;
         cell.ratio = kNaN;
         cell.ratioLow = cell.ratioHigh = kNaN;
+        if (cell.baselineSeconds == 0 && cell.currentSeconds == 0) continue;
         if (cell.baselineSeconds > 0 && cell.currentSeconds > 0) {
           cell.ratio = cell.currentSeconds / cell.baselineSeconds;
-          bootstrapRatio(bs, cs, options, seed++, &cell.ratioLow, &cell.ratioHigh);
+          toResample.push_back({r.cells.size(), &bs, &cs});
+          draws += static_cast<double>(cell.baselineSteps + cell.currentSteps);
         }
-        cell.verdict = verdictOf(cell, options);
-        if (cell.baselineSeconds == 0 && cell.currentSeconds == 0) continue;
         r.cells.push_back(cell);
       }
     }
   }
+  // The bootstrap draws every step of both runs per cell and resample: its work is bounded to
+  // kMaxDraws by taking fewer resamples (not below kMinResamples) on long runs of many layers.
+  if (draws > 0) {
+    r.options.resamples =
+        static_cast<int>(std::max<double>(std::min(options.resamples, kMinResamples),
+                                          std::min<double>(options.resamples, kMaxDraws / draws)));
+  }
+  for (const Pending& p : toResample) {
+    ComparedCell& cell = r.cells[p.cell];
+    bootstrapRatio(*p.baseline, *p.current, r.options, seed++, &cell.ratioLow, &cell.ratioHigh);
+  }
+  for (ComparedCell& cell : r.cells) cell.verdict = verdictOf(cell, options);
   // The all-layers totals first (the headline), then regressions (the largest added time first),
   // then savings (the largest first), then the rest in the order above.
   const auto rankOf = [](const ComparedCell& c) {
@@ -407,6 +428,7 @@ std::string renderLayersJson(const std::string& dir, const std::vector<RankTrace
     << ", \"sampled_steps\": " << run.steps
     << ",\n  \"steps_seen\": " << text::jsonNumber(medianMeta("steps_seen"))
     << ", \"sample_every\": " << text::jsonNumber(medianMeta("sample_every"))
+    << ", \"torch_threads\": " << text::jsonNumber(medianMeta("torch_threads"))
     << ",\n  \"torch_version\": " << text::jsonString(metaOf(traces, "torch_version"))
     << ", \"attnscope_version\": " << text::jsonString(metaOf(traces, "attnscope_version"))
     << ", \"device\": " << text::jsonString(device)

@@ -104,8 +104,8 @@ def check_baseline(tmp, eager, sdpa):
         d = diffs.get((layer, "implementation"))
         check(d is not None and d["baseline"] == "eager (matmul-softmax-matmul)" and d["current"] == "sdpa (flash)",
               f"{layer}: implementation change not named: {c['differences']}")
-        check(f"differs: {layer} implementation: sdpa (flash) (baseline eager (matmul-softmax-matmul))" in p.stdout,
-              f"{layer}: the summary does not name the change")
+    check("differs: implementation: sdpa (flash) (baseline eager (matmul-softmax-matmul)) in 2 layers: "
+          f"{LAYERS[0]}, {LAYERS[1]}" in p.stdout, "the summary does not name the change")
     shapes = {l["layer"]: l["shapes"] for l in c["current"]["layers"]}
     check(shapes[LAYERS[0]] == "batch 4, heads 4 (kv 2), q 128, kv 128, head dim 16, float32, causal, dropout 0",
           f"recorded SDPA shapes: {shapes}")

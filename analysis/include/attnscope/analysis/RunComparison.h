@@ -17,8 +17,10 @@ struct ComparisonOptions {
   // noise".
   double minChange = 0.05;
   double confidence = 0.95;  // of the bootstrap interval
-  int resamples = 1000;      // bootstrap resamples per cell
-  uint64_t seed = 1;         // of the resampling (a report is reproducible)
+  // Bootstrap resamples per cell. A comparison so long that they would draw more than 2e8 steps
+  // in all takes fewer (not below 200); RunComparison::options holds the number used.
+  int resamples = 1000;
+  uint64_t seed = 1;  // of the resampling (a report is reproducible)
 };
 
 enum class Verdict { kFaster, kSlower, kSame, kOnlyBaseline, kOnlyCurrent };
