@@ -73,17 +73,20 @@ def causal_of(shape):
 def make_eager(torch, shape):
     causal = causal_of(shape)
     heads, kv_heads = shape["heads"], shape["kv_heads"]
+    masks = {}
 
     def eager(q, k, v, dropout):
-        if kv_heads < heads:
-            k = k.repeat_interleave(heads // kv_heads, dim=1)
-            v = v.repeat_interleave(heads // kv_heads, dim=1)
+        if kv_heads < heads:  # grouped-query heads repeated as transformers' repeat_kv does
+            b, _, lk, d = k.shape
+            k = k[:, :, None].expand(b, kv_heads, heads // kv_heads, lk, d).reshape(b, heads, lk, d)
+            v = v[:, :, None].expand(b, kv_heads, heads // kv_heads, lk, d).reshape(b, heads, lk, d)
         s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-        if causal:
-            lq, lk = s.shape[-2], s.shape[-1]
-            mask = torch.ones(lq, lk, dtype=torch.bool, device=q.device).tril(lk - lq)
-            s = s.masked_fill(~mask, float("-inf"))
-        p = torch.softmax(s.float(), dim=-1).to(q.dtype)
+        if causal:  # an additive mask, as transformers' eager attention adds its causal mask
+            key = (s.shape[-2], s.shape[-1], q.device, s.dtype)
+            if key not in masks:
+                masks[key] = torch.full(key[:2], float("-inf"), device=q.device, dtype=s.dtype).triu(key[1] - key[0] + 1)
+            s = s + masks[key]
+        p = torch.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
         if dropout > 0:
             p = torch.nn.functional.dropout(p, dropout)
         return torch.matmul(p, v)
