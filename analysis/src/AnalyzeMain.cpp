@@ -239,6 +239,14 @@ void summary(const Analysis& a, std::ostream& out) {
   }
 }
 
+// Writes one report; false (and said on stderr) when it cannot.
+bool writeReport(const std::string& path, const std::string& content) {
+  std::string why;
+  if (text::writeFile(path, content, &why)) return true;
+  std::cerr << "attnscope-analyze: " << why << "\n";
+  return false;
+}
+
 // Reads one run's directory for the comparison; false (reported) when nothing of it is usable.
 bool readRun(const std::string& what, const std::string& dir, std::vector<RankTrace>* traces,
              std::vector<SkippedFile>* skipped) {
@@ -275,11 +283,7 @@ int compareMain(const Args& args) {
   }
   bool written = true;
   const auto write = [&](const std::string& path, const std::string& content) {
-    std::string why;
-    if (!text::writeFile(path, content, &why)) {
-      std::cerr << "attnscope-analyze: " << why << "\n";
-      written = false;
-    }
+    written = writeReport(path, content) && written;
   };
   if (!args.json.empty()) write(args.json, renderComparisonJson(comparison));
   if (!args.html.empty()) write(args.html, renderComparisonHtml(comparison));
@@ -319,11 +323,7 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   bool written = true;
   const auto write = [&](const std::string& path, const std::string& content) {
-    std::string why;
-    if (!text::writeFile(path, content, &why)) {
-      std::cerr << "attnscope-analyze: " << why << "\n";
-      written = false;
-    }
+    written = writeReport(path, content) && written;
   };
   if (!args.json.empty()) write(args.json, JsonReport::render(analysis));
   if (!args.html.empty()) write(args.html, HtmlReport::render(analysis));
