@@ -367,6 +367,7 @@ def replay(run, args, torch):
                 alternatives.append({
                     "implementation": name, "forward_seconds": r["forward_seconds"],
                     "backward_seconds": r["backward_seconds"], "seconds": r["seconds"],
+                    "median_seconds": r["median_seconds"],
                     "memory_bytes": r["memory_bytes"], "numerics": checks.get(name),
                     "fraction_of_roofline": (bound["bound_seconds"] / r["seconds"]) if bound["bound_seconds"] else None,
                     "saving_seconds_per_step": saving,
