@@ -12,8 +12,9 @@ Cases:
                       the interval, every layer is faster in some phase, the HTML renders in
                       Chromium (DOM, screenshot with the faster rows' colour, no console message);
                     - a run against itself: same within noise everywhere, nothing differs;
-                    - attnscope-replay EAGER_RUN: every layer with eager and SDPA alternatives, the
-                      numerical check passing, and the projected saving of eager -> SDPA of the
+                    - attnscope-replay EAGER_RUN --seqs 64,256: every layer with eager and SDPA
+                      alternatives, the numerical check passing, eager's memory quadratic in the
+                      length (flash's not), and the projected saving of eager -> SDPA of the
                       same sign as the saving measured by the switch (the SDPA run's layer time
                       against the eager run's, each on its fastest rank);
                     - bad inputs: a missing directory, a foreign directory, a run without recorded
@@ -208,7 +209,7 @@ def layer_seconds(trace, tmp, name):
 
 def check_replay(tmp, eager, sdpa):
     out = os.path.join(tmp, "replay.json")
-    p = replay(eager, "--json", out, "--reps", "5", "--no-compile")
+    p = replay(eager, "--json", out, "--reps", "5", "--no-compile", "--seqs", "64,256")
     check(p.returncode == 0, f"replay exit {p.returncode}")
     r = load(out)
     check([l["layer"] for l in r["layers"]] == LAYERS, f"replayed layers {[l['layer'] for l in r['layers']]}")
@@ -231,6 +232,15 @@ def check_replay(tmp, eager, sdpa):
         check(projected * measured > 0, f"{l['layer']}: projected {projected} and measured {measured} saving differ in sign")
         check(l["roofline"]["flops"] > 0, f"{l['layer']}: no roofline figures")
     check(r["totals"] and r["steps_seen"] >= 29, f"totals {r['totals']}, steps {r['steps_seen']}")
+    # --seqs: the shapes at other lengths; eager keeps the heads x length x length scores for
+    # backward (16x from 64 to 256), flash does not; each implementation's exponent fitted.
+    check(len(r["shapes"]) == 1, f"{len(r['shapes'])} shape groups for two identical layers")
+    seqs = r["shapes"][0]["seqs"]
+    memory = {n: seqs["256"]["memory_bytes"][n] / seqs["64"]["memory_bytes"][n] for n in ("eager", "sdpa:flash")}
+    check(memory["eager"] >= 8 and memory["sdpa:flash"] < memory["eager"] / 2, f"memory growth 64 -> 256: {memory}")
+    for name in ("eager", "sdpa:flash", "sdpa:math"):
+        k = r["shapes"][0]["scaling"][name]["exponent"]
+        check(k is not None and 0 < k < 4, f"{name}: time exponent {k}")
 
 
 def check_bad_inputs(tmp, eager, sdpa):
