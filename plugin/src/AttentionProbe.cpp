@@ -22,8 +22,8 @@ bool plainTensor(const c10::IValue& v) {
 
 bool is(const char* name, const char* op) { return std::strcmp(name, op) == 0; }
 
-const char* dtypeName(int8_t t) {
-  switch (static_cast<c10::ScalarType>(t)) {
+const char* dtypeName(c10::ScalarType t) {
+  switch (t) {
     case c10::ScalarType::Float:
       return "float32";
     case c10::ScalarType::Double:
@@ -38,12 +38,6 @@ const char* dtypeName(int8_t t) {
 }
 
 }  // namespace
-
-bool AttentionProbe::sameShapes(const AttentionProbe& o) const {
-  return batch == o.batch && heads == o.heads && kvHeads == o.kvHeads && qLen == o.qLen &&
-         kvLen == o.kvLen && headDim == o.headDim && dtype == o.dtype && causal == o.causal &&
-         mask == o.mask && dropout == o.dropout && sdpa == o.sdpa;
-}
 
 void AttentionProbe::observe(const at::RecordFunction& fn, const char* name, OpKind kind) {
   const auto inputs = fn.inputs();
@@ -61,7 +55,7 @@ void AttentionProbe::observe(const at::RecordFunction& fn, const char* name, OpK
     batch = q.numel() / std::max<int64_t>(1, heads * qLen * headDim);
     kvLen = k.size(-2);
     kvHeads = k.dim() >= 4 ? k.size(-3) : heads;
-    dtype = static_cast<int8_t>(q.scalar_type());
+    dtype = dtypeName(q.scalar_type());
     mask = n > 3 && inputs[3].isTensor() && inputs[3].toTensor().defined() ? 1 : 0;
     if (n > 4 && inputs[4].isDouble()) dropout = inputs[4].toDouble();
     if (n > 5 && inputs[5].isBool()) causal = inputs[5].toBool() ? 1 : 0;
@@ -80,7 +74,7 @@ void AttentionProbe::observe(const at::RecordFunction& fn, const char* name, OpK
     kvLen = kt.size(-1);
     heads = q.dim() >= 4 ? q.size(-3) : 1;
     batch = q.numel() / std::max<int64_t>(1, heads * qLen * headDim);
-    dtype = static_cast<int8_t>(q.scalar_type());
+    dtype = dtypeName(q.scalar_type());
     return;
   }
   if (kind == OpKind::kQkvProjection && projectionCount < 3 &&
@@ -111,30 +105,6 @@ void AttentionProbe::observe(const at::RecordFunction& fn, const char* name, OpK
       }
     }
   }
-}
-
-AttentionShape AttentionProbe::toShape() const {
-  AttentionShape s;
-  s.op = sdpa ? "aten::scaled_dot_product_attention" : "aten::matmul";
-  if (backend != AttentionBackend::kCount) s.backend = attentionBackendName(backend);
-  s.batch = batch;
-  s.heads = heads;
-  s.kvHeads = kvHeads > 0 ? kvHeads : heads;
-  // Separate Q and K projections with fewer K features than Q: grouped-query attention, whatever
-  // the kernel saw (the eager path and SDPA without enable_gqa see K and V repeated per head).
-  if (projectionCount >= 2 && projections[0] > 0 && projections[1] > 0 &&
-      projections[1] < projections[0] && projections[0] == heads * headDim &&
-      projections[1] % headDim == 0) {
-    s.kvHeads = projections[1] / headDim;
-  }
-  s.qLen = qLen;
-  s.kvLen = kvLen;
-  s.headDim = headDim;
-  s.dtype = dtypeName(dtype);
-  s.causal = causal;
-  s.mask = mask == 1 ? "tensor" : mask == 0 ? "none" : "";
-  s.dropout = dropout;
-  return s;
 }
 
 }  // namespace detail
