@@ -158,9 +158,9 @@ def observed_name(layer):
     shape = layer.get("shape") or {}
     if impl.startswith("eager"):
         return "eager"
-    if impl.startswith("sdpa"):
-        return "sdpa:" + (shape.get("backend") or "flash")
-    return None
+    if impl.startswith("sdpa") and shape.get("backend"):
+        return "sdpa:" + shape["backend"]
+    return None  # the kernel the run used is not known: alternatives are timed, no saving projected
 
 
 # ---- measurement ------------------------------------------------------------------------------
@@ -439,7 +439,7 @@ def fmt_s(s):
 
 
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="attnscope-replay", description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="attnscope-replay", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dir", help="the run's trace directory (ATTNSCOPE_TRACE_DIR)")
     p.add_argument("--json", default="", help="write the replay as JSON (schema attnscope.replay/1)")
@@ -454,6 +454,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     if not 1 <= a.reps <= 10000:
         p.error(f'--reps="{a.reps}" is out of range; allowed: an integer from 1 to 10000')
+    if not 0 <= a.threads <= 4096:
+        p.error(f'--threads="{a.threads}" is out of range; allowed: an integer from 1 to 4096 (0: the run\'s)')
     seqs = []
     for part in filter(None, a.seqs.split(",")):
         if not part.strip().isdigit() or not 1 <= int(part) <= 1 << 20:
