@@ -21,12 +21,14 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 
 KERNEL_KINDS = ("fused_attention", "score_matmul", "softmax", "dropout", "context_matmul")
 DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "bfloat16": "bfloat16"}
@@ -81,10 +83,11 @@ def make_eager(torch, shape):
             k = k[:, :, None].expand(b, kv_heads, heads // kv_heads, lk, d).reshape(b, heads, lk, d)
             v = v[:, :, None].expand(b, kv_heads, heads // kv_heads, lk, d).reshape(b, heads, lk, d)
         s = torch.matmul(q, k.transpose(-2, -1)) * (q.shape[-1] ** -0.5)
-        if causal:  # an additive mask, as transformers' eager attention adds its causal mask
+        if causal:  # an additive mask, as transformers' eager attention adds its causal mask;
+            # aligned top-left as SDPA's is_causal and the flex block mask are (query i sees keys <= i)
             key = (s.shape[-2], s.shape[-1], q.device, s.dtype)
             if key not in masks:
-                masks[key] = torch.full(key[:2], float("-inf"), device=q.device, dtype=s.dtype).triu(key[1] - key[0] + 1)
+                masks[key] = torch.full(key[:2], float("-inf"), device=q.device, dtype=s.dtype).triu(1)
             s = s + masks[key]
         p = torch.softmax(s, dim=-1, dtype=torch.float32).to(q.dtype)
         if dropout > 0:
@@ -237,12 +240,17 @@ def measure(torch, impls, shape, device, reps, seq=None):
         if fn is None:
             skipped[name] = reason
             continue
-        try:
-            time_once(torch, fn, q, k, v, dropout, device)  # warm-up (and compile)
-            live.append((name, fn))
-            results[name] = {"forward": [], "backward": [], "memory": 0}
-        except Exception as e:  # an unsupported combination: say why, go on with the others
-            skipped[name] = first_line(e)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            try:
+                time_once(torch, fn, q, k, v, dropout, device)  # warm-up (and compile)
+                live.append((name, fn))
+                results[name] = {"forward": [], "backward": [], "memory": 0}
+            except Exception as e:  # an unsupported combination: say why, go on with the others
+                # SDPA says why a forced backend cannot run in warnings before it raises.
+                why = [re.sub(r"\s*\(Triggered internally at [^)]*\)", "", str(w.message)).strip() for w in said]
+                why = [w.splitlines()[0] for w in why if w and not w.endswith(":")]
+                skipped[name] = first_line(e) + (f" ({'; '.join(why[:2])})" if why else "")
     for _ in range(reps):
         for name, fn in live:
             f, b, m = time_once(torch, fn, q, k, v, dropout, device)
