@@ -5,6 +5,10 @@ attention and once with SDPA.
 Usage: compare_test.py CASE BUILD_DIR SOURCE_DIR
 
 Cases:
+  shapes_recorded   one process under the Python API: SDPA with grouped-query heads, unequal
+                    lengths, a mask and dropout; bfloat16 causal SDPA; an eager attention with
+                    projections, a boolean mask and dropout: the trace's attention_shape values
+                    exactly, and their replay (numerics, skips with torch's reasons). ~15 s
   llama_eager_sdpa  the two runs (sequence 128, 30 steps each, ~20 s each here), then
                     - attnscope-analyze SDPA_RUN --baseline EAGER_RUN: the implementation change is
                       named per layer (eager -> sdpa (flash)), the recorded shapes are the model's,
@@ -281,6 +285,72 @@ def check_bad_inputs(tmp, eager, sdpa):
             f"encoder.{LAYERS[0]}, encoder.{LAYERS[1]}; {sdpa} has {LAYERS[0]}, {LAYERS[1]}; "
             "compare runs of the same model")
     check(p.returncode == 2 and want in p.stderr, f"different models: {p.returncode} {p.stderr}")
+
+
+def case_shapes_recorded(tmp):
+    """What the trace records of SDPA's arguments and of an eager matmul-softmax-matmul, exactly,
+    and the replay of those shapes (grouped-query heads, unequal lengths, a mask, dropout,
+    bfloat16): the combinations a CPU cannot run skipped with torch's own reason."""
+    sys.path.insert(0, os.path.join(BUILD, "python"))
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import attnscope
+    torch.manual_seed(0)
+    trace = os.path.join(tmp, "trace")
+    attnscope.start(sample_every=1, trace_dir=trace, interval_s=0.5, port=0, peak_flops=3e10,
+                    peak_bandwidth=1e10, log_level="warn")
+    qp, kp, vp = nn.Linear(64, 64), nn.Linear(64, 32), nn.Linear(64, 32)
+    x = torch.randn(2, 48, 64, requires_grad=True)
+    causal = torch.ones(48, 48, dtype=torch.bool).tril()
+    for _ in range(3):
+        with attnscope.attention("sdpa_gqa_mask_dropout"):
+            q = torch.randn(2, 8, 32, 16, requires_grad=True)
+            k = torch.randn(2, 2, 48, 16, requires_grad=True)
+            o = F.scaled_dot_product_attention(q, k, k, attn_mask=torch.zeros(2, 8, 32, 48), dropout_p=0.2,
+                                               enable_gqa=True)
+        o.sum().backward()
+        with attnscope.attention("sdpa_bf16_causal"):
+            q = torch.randn(1, 4, 64, 32, dtype=torch.bfloat16, requires_grad=True)
+            o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        o.float().sum().backward()
+        with attnscope.attention("eager"):  # K and V projected to 2 heads, repeated to 4
+            q = qp(x).view(2, 48, 4, 16).transpose(1, 2)
+            k = kp(x).view(2, 48, 2, 16).transpose(1, 2).repeat_interleave(2, dim=1)
+            v = vp(x).view(2, 48, 2, 16).transpose(1, 2).repeat_interleave(2, dim=1)
+            s = ((q @ k.transpose(-2, -1)) * 0.25).masked_fill(~causal, float("-inf"))
+            o = (F.dropout(F.softmax(s, -1), 0.1, training=True) @ v).transpose(1, 2).reshape(2, 48, 64)
+        o.sum().backward()
+        attnscope.step()
+    attnscope.stop()
+    db = sqlite3.connect(os.path.join(trace, "rank-0.sqlite"))
+    got = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'attention_shape.%'"))
+    db.close()
+    want = {
+        "sdpa_gqa_mask_dropout": "op=aten::scaled_dot_product_attention backend=math batch=2 heads=8 kv_heads=2 "
+                                 "q_len=32 kv_len=48 head_dim=16 dtype=float32 causal=0 mask=tensor dropout=0.2 changes=0",
+        "sdpa_bf16_causal": "op=aten::scaled_dot_product_attention backend=flash batch=1 heads=4 kv_heads=4 q_len=64 "
+                            "kv_len=64 head_dim=32 dtype=bfloat16 causal=1 mask=none dropout=0 changes=0",
+        "eager": "op=aten::matmul backend=- batch=2 heads=4 kv_heads=2 q_len=48 kv_len=48 head_dim=16 dtype=float32 "
+                 "causal=-1 mask=tensor dropout=0.1 changes=0"}
+    for layer, value in want.items():
+        check(got.get("attention_shape." + layer) == value, f"{layer}: recorded {got.get('attention_shape.' + layer)!r}")
+    out = os.path.join(tmp, "replay.json")
+    p = replay(trace, "--json", out, "--reps", "2", "--no-compile")
+    check(p.returncode == 0, f"replay exit {p.returncode}")
+    layers = {l["layer"]: l for l in load(out)["layers"]}
+    check(sorted(layers) == sorted(want), f"replayed {sorted(layers)}")
+    for name, l in layers.items():
+        alts = {a["implementation"]: a for a in l["alternatives"]}
+        skipped = {s["implementation"]: s["reason"] for s in l["skipped"]}
+        for a in alts.values():
+            check(a["numerics"]["ok"], f"{name} {a['implementation']}: numerics {a['numerics']}")
+        check("eager" in alts and "sdpa:math" in alts, f"{name}: {sorted(alts)}")
+        if name == "sdpa_bf16_causal":
+            check("sdpa:flash" in alts and l["replayed_as"] == "sdpa:flash", f"{name}: {sorted(alts)}, {skipped}")
+        else:  # dropout in training: CPU flash cannot, flex has none
+            check("dropout" in skipped.get("sdpa:flash", ""), f"{name}: flash {skipped.get('sdpa:flash')!r}")
+            check(skipped.get("flex") == "ValueError: flex_attention has no dropout", f"{name}: flex {skipped.get('flex')!r}")
 
 
 def case_llama_eager_sdpa(tmp):
