@@ -19,6 +19,7 @@
 #include "attnscope/analysis/JsonReport.h"
 #include "attnscope/analysis/PerfettoTrace.h"
 #include "attnscope/analysis/RunAnalysis.h"
+#include "attnscope/analysis/RunComparison.h"
 #include "attnscope/analysis/TraceReader.h"
 
 namespace {
@@ -44,6 +45,15 @@ constexpr char kUsage[] =
     "  --cell-min-share X  ...and an excess of at least X of the rank's time per step in that\n"
     "                   layer and phase (default 0.02, 0 to 1)\n"
     "  --quiet          no summary on stdout\n"
+    "  --baseline DIR   compare this run against another run's TRACE_DIR instead: per layer,\n"
+    "                   phase and op kind, time per step and peak memory side by side, the\n"
+    "                   ratio with a bootstrap interval and a verdict; what differs between them\n"
+    "  --layers FILE    per layer its kernel shapes and time per step by phase and op kind as\n"
+    "                   JSON (schema attnscope.layers/1; what attnscope-replay reads)\n"
+    "  --min-change X   with --baseline: faster or slower needs a ratio at least X away from 1\n"
+    "                   (default 0.05, 0 to 1) and an interval that excludes 1\n"
+    "  --resamples N    with --baseline: bootstrap resamples per cell (default 1000, 100 to\n"
+    "                   100000)\n"
     "Recommendation thresholds (docs/ANALYSIS.md), each a number from 0 to 1:\n";
 constexpr char kUsageEnd[] =
     "Exit status: 0 all ranks analysed, 1 a rank file was skipped or missing, 2 error.\n";
@@ -68,8 +78,9 @@ std::string usage() {
 }
 
 struct Args {
-  std::string dir, html, json, perfetto;
+  std::string dir, html, json, perfetto, baseline, layers;
   AnalysisOptions options;
+  ComparisonOptions comparison;
   bool quiet = false;
 };
 
@@ -126,6 +137,14 @@ Args parse(int argc, char** argv) {
       a.json = v;
     else if (flag == "--perfetto")
       a.perfetto = v;
+    else if (flag == "--baseline")
+      a.baseline = v;
+    else if (flag == "--layers")
+      a.layers = v;
+    else if (flag == "--min-change")
+      a.comparison.minChange = number(flag, v, 0, 1);
+    else if (flag == "--resamples")
+      a.comparison.resamples = integer(flag, v, 100, 100000);
     else if (flag == "--threshold")
       a.options.threshold = number(flag, v, 1.01, 100);
     else if (flag == "--windows")
@@ -148,6 +167,9 @@ Args parse(int argc, char** argv) {
   }
   if (a.dir.empty())
     throw std::invalid_argument("TRACE_DIR is missing (the run's ATTNSCOPE_TRACE_DIR)");
+  if (!a.baseline.empty() && (!a.perfetto.empty() || !a.layers.empty()))
+    throw std::invalid_argument(std::string(a.perfetto.empty() ? "--layers" : "--perfetto") +
+                                " describes one run; it does not go with --baseline");
   return a;
 }
 
@@ -217,6 +239,59 @@ void summary(const Analysis& a, std::ostream& out) {
   }
 }
 
+// Writes one report; false (and said on stderr) when it cannot.
+bool writeReport(const std::string& path, const std::string& content) {
+  std::string why;
+  if (text::writeFile(path, content, &why)) return true;
+  std::cerr << "attnscope-analyze: " << why << "\n";
+  return false;
+}
+
+// Reads one run's directory for the comparison; false (reported) when nothing of it is usable.
+bool readRun(const std::string& what, const std::string& dir, std::vector<RankTrace>* traces,
+             std::vector<SkippedFile>* skipped) {
+  std::string error;
+  if (!readTraceDirectory(dir, traces, skipped, &error)) {
+    std::cerr << "attnscope-analyze: " << what << ": " << error << "\n";
+    return false;
+  }
+  for (const SkippedFile& s : *skipped)
+    std::cerr << "attnscope-analyze: " << what << ": skipped " << s.path << ": " << s.reason
+              << "\n";
+  if (traces->empty()) {
+    std::cerr << "attnscope-analyze: " << what << ": no readable rank file (rank-<r>.sqlite) in "
+              << dir << "\n";
+    return false;
+  }
+  return true;
+}
+
+// attnscope-analyze TRACE_DIR --baseline OTHER: same exit statuses as the report.
+int compareMain(const Args& args) {
+  std::vector<RankTrace> baseline, current;
+  std::vector<SkippedFile> baselineSkipped, currentSkipped;
+  if (!readRun("baseline", args.baseline, &baseline, &baselineSkipped) ||
+      !readRun("current run", args.dir, &current, &currentSkipped)) {
+    return 2;
+  }
+  RunComparison comparison;
+  std::string error;
+  if (!compareRuns(args.baseline, baseline, baselineSkipped, args.dir, current, currentSkipped,
+                   args.comparison, &comparison, &error)) {
+    std::cerr << "attnscope-analyze: " << error << "\n";
+    return 2;
+  }
+  bool written = true;
+  const auto write = [&](const std::string& path, const std::string& content) {
+    written = writeReport(path, content) && written;
+  };
+  if (!args.json.empty()) write(args.json, renderComparisonJson(comparison));
+  if (!args.html.empty()) write(args.html, renderComparisonHtml(comparison));
+  if (!args.quiet) std::cout << renderComparisonText(comparison);
+  if (!written) return 2;
+  return baselineSkipped.empty() && currentSkipped.empty() ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,6 +302,7 @@ int main(int argc, char** argv) {
     std::cerr << "attnscope-analyze: " << e.what() << "\n" << usage();
     return 2;
   }
+  if (!args.baseline.empty()) return compareMain(args);
   const auto began = std::chrono::steady_clock::now();
   std::vector<RankTrace> traces;
   std::vector<SkippedFile> skipped;
@@ -247,14 +323,11 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   bool written = true;
   const auto write = [&](const std::string& path, const std::string& content) {
-    std::string why;
-    if (!text::writeFile(path, content, &why)) {
-      std::cerr << "attnscope-analyze: " << why << "\n";
-      written = false;
-    }
+    written = writeReport(path, content) && written;
   };
   if (!args.json.empty()) write(args.json, JsonReport::render(analysis));
   if (!args.html.empty()) write(args.html, HtmlReport::render(analysis));
+  if (!args.layers.empty()) write(args.layers, renderLayersJson(args.dir, traces, skipped));
   if (!args.perfetto.empty()) {
     if (args.perfetto.find("{rank}") != std::string::npos) {
       for (const RankTrace& t : traces)

@@ -12,6 +12,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "AttentionProbe.h"
 #include "AutogradProbe.h"
 #include "InternalThread.h"
 #include "NodeHooks.h"
@@ -67,6 +68,8 @@ struct Frame {
   uint32_t opOrdinal = 0;
   OpCost opCost;
   std::array<BackwardEstimate, kNumOpKinds> backward{};
+  // The kernel's shapes, from the ops of a forward call that reads their arguments.
+  AttentionProbe probe;
 };
 
 struct ThreadState {
@@ -384,6 +387,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
         f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
     if (f.readShapes) {
       captureShapes(t, f, fn, name);
+      if (f.record.phase == Phase::kForward) f.probe.observe(fn, name, f.opKind);
     } else if (f.roofline) {
       reuseShapes(t, f, name);
     }
@@ -428,6 +432,7 @@ void onForwardEnd(const at::RecordFunction& fn, at::ObserverContext* /*ctx*/) {
   k.bytes += f.opAccount.bytes;
   if (f.opKind == OpKind::kFusedAttention && f.backend != AttentionBackend::kCount) {
     f.record.backends[static_cast<int>(f.backend)] += 1;
+    if (f.readShapes) f.probe.backend = f.backend;
   }
   if (f.opCost.modelled) {
     k.flops += f.opCost.flops;
@@ -708,6 +713,7 @@ void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGi
   }
   if (f.roofline) settleShapes(t, f, found > 0 ? nodeShapes : 0, links, numLinks);
   if (found > 0) hookFoundNodes(f.recorder, links);
+  if (f.readShapes && f.probe.complete()) f.recorder->noteAttentionShape(f.record.layer, f.probe);
   f.recorder->addForwardCall(f.record, forwardThreadId(t), links, numLinks,
                              f.roofline ? f.backward.data() : nullptr, f.instance, mode);
   t.links.resize(f.linksBegin);

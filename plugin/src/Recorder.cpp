@@ -252,6 +252,16 @@ Window Recorder::takeWindowLocked() {
   return w;
 }
 
+void Recorder::noteAttentionShape(int32_t layer, const AttentionProbe& probe) {
+  if (layer < 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (static_cast<size_t>(layer) >= shapes_.size()) shapes_.resize(static_cast<size_t>(layer) + 1);
+  LayerShape& s = shapes_[static_cast<size_t>(layer)];
+  if (s.seen && !s.probe.sameShapes(probe)) ++s.changes;
+  s.probe = probe;
+  s.seen = true;
+}
+
 RoundSnapshot Recorder::snapshot(const SnapshotRequest& request) {
   RoundSnapshot s;
   std::lock_guard<std::mutex> lock(mutex_);  // one lock: the parts agree with each other
@@ -259,6 +269,12 @@ RoundSnapshot Recorder::snapshot(const SnapshotRequest& request) {
   if (request.takeTraceSteps) s.traceSteps = trace_.take(&s.traceDropped);
   s.run = runInfoLocked();
   s.layerNames = stats_.layerNames();
+  for (size_t id = 0; id < shapes_.size() && id < s.layerNames.size(); ++id) {
+    if (!shapes_[id].seen) continue;
+    AttentionShape shape = shapes_[id].probe.toShape();
+    shape.changes = shapes_[id].changes;
+    s.attentionShapes.emplace_back(s.layerNames[id], shape.encode());
+  }
   s.paused = paused();
   return s;
 }

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "AttentionProbe.h"
 #include "RoundSource.h"
 #include "TraceBuffer.h"
 #include "Window.h"
@@ -131,6 +132,10 @@ class Recorder {
     shapeChanges_.fetch_add(changes, std::memory_order_relaxed);
   }
 
+  // The kernel shapes a forward call of `layer` read (AttentionProbe): kept per layer, with the
+  // number of times they changed, for the trace's metadata (RoundSnapshot::attentionShapes).
+  void noteAttentionShape(int32_t layer, const AttentionProbe& probe);
+
   // --- discovery (docs/DISCOVERY.md) ---
   // How a layer was found, a note on what is hidden, and the nothing-found check after `steps`
   // training steps (warns once).
@@ -197,6 +202,12 @@ class Recorder {
     bool estimated = false;
   };
   std::unordered_map<uint64_t, PendingBackward> pendingBackward_;
+  struct LayerShape {
+    AttentionProbe probe;
+    bool seen = false;
+    uint64_t changes = 0;
+  };
+  std::vector<LayerShape> shapes_;  // by layer id
   TraceBuffer trace_;
   RunInfo run_;
 };

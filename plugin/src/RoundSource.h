@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "Window.h"
@@ -26,6 +27,9 @@ struct RoundSnapshot {
   std::vector<EncodedStep> traceSteps;  // SnapshotRequest::takeTraceSteps only
   uint64_t traceDropped = 0;            // steps the trace buffer could not keep since the last take
   std::vector<std::string> layerNames;  // by layer id
+  // Per layer whose forward calls read their kernel's shapes: its name and
+  // AttentionShape::encode().
+  std::vector<std::pair<std::string, std::string>> attentionShapes;
   RunInfo run;
   bool paused = false;  // the live rate is run.sampleEvery
   GpuStatus gpu;

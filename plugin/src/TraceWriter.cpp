@@ -4,6 +4,7 @@
 #include <chrono>
 #include <sstream>
 
+#include "attnscope/core/AttentionShape.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/core/RooflineCells.h"
 
@@ -136,6 +137,9 @@ void TraceWriter::commit(RoundSnapshot& snapshot, const ClusterReport* cluster, 
     in.meta.emplace_back("sample_every", std::to_string(run.sampleEvery));
     in.meta.emplace_back("last_commit_unix", number(now));
     in.meta.emplace_back("steps_seen", std::to_string(run.stepsSeen));
+    // Each layer's kernel shapes as last read (attnscope-replay reruns them).
+    for (const auto& [layer, shape] : snapshot.attentionShapes)
+      in.meta.emplace_back(attentionShapeKey(layer), shape);
     if (last)
       in.meta.emplace_back("stop_unix",
                            number(run.stopUnixSeconds > 0 ? run.stopUnixSeconds : now));

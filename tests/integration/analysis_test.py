@@ -31,12 +31,10 @@ import resource
 import shutil
 import signal
 import sqlite3
-import struct
 import subprocess
 import sys
 import tempfile
 import time
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -44,7 +42,7 @@ CASE, EXAMPLE, ANALYZE, SOURCE = sys.argv[1:5]
 COMPARE = sys.argv[5] if len(sys.argv) > 5 else None
 DEADLINE_S = 240
 
-from ranks import TINY, check, free_ports, rank_env  # noqa: E402
+from ranks import TINY, check, free_ports, png_pixels, rank_env  # noqa: E402
 import ranks  # noqa: E402
 
 
@@ -232,46 +230,6 @@ def case_trace_disk_full(tmp):
     with open(os.path.join(tmp, "s-0.json")) as f:
         check(json.load(f)["run"]["steps_seen"] > 50, "training did not go on")
     print([l for l in log.splitlines() if "trace" in l][0])
-
-
-def png_pixels(path):
-    """RGB(A) rows of an 8-bit PNG (what Chromium writes), decoded with zlib only."""
-    data = open(path, "rb").read()
-    check(data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
-    pos, idat, width = 8, b"", 0
-    while pos < len(data):
-        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + length]
-        if kind == b"IHDR":
-            width, height, depth, color = struct.unpack(">IIBB", body[:10])
-            check(depth == 8 and color in (2, 6), f"PNG depth {depth} color {color}")
-            channels = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = width * channels
-    rows, prev = [], bytearray(stride)
-    for y in range(height):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - channels] if i >= channels else 0
-            b = prev[i]
-            c = prev[i - channels] if i >= channels else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p_ = a + b - c
-                pa, pb, pc = abs(p_ - a), abs(p_ - b), abs(p_ - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
-        prev = line
-    return rows
 
 
 def case_html_chromium(tmp):

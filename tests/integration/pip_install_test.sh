@@ -27,7 +27,9 @@ unset PYTHONPATH ATTNSCOPE_PYTHONPATH
 case "$("$py" -c 'import attnscope; print(attnscope.__file__)')" in
   "$work/venv/"*) ;; *) echo "attnscope imported from outside the venv"; exit 1 ;;
 esac
-command -v attnscope-analyze attnscope-run attnscope-torchrun
+command -v attnscope-analyze attnscope-run attnscope-torchrun attnscope-replay
+attnscope-replay --help > "$work/replay-help.txt"
+grep -q "attnscope-replay RUN_DIR" "$work/replay-help.txt"
 attnscope-analyze --help >/dev/null 2>&1 || [ $? -eq 2 ]
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 attnscope-run --run-dir "$work/run" --port 0 --interval 1 --nproc_per_node 2 --master_port "$port" \

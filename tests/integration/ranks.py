@@ -1,11 +1,13 @@
 """What the multi-process tests share: checks, free loopback ports, the ranks' environment, and
-starting and waiting for real rank processes."""
+starting and waiting for real rank processes, decoding the PNGs Chromium writes."""
 import os
 import sys
 import tempfile
 import socket
 import subprocess
 import time
+import struct
+import zlib
 
 # The example's smallest model: quick steps, every attention op kind still there.
 TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--batch", "4",
@@ -122,3 +124,43 @@ def wait_for_full_rounds(trace_dir, world, rounds, deadline):
         time.sleep(0.2)
     raise AssertionError(f"rank 0's trace has {seen} rounds answered by all {world} ranks after "
                          f"{deadline} s, not {rounds}: the group did not form")
+
+
+def png_pixels(path):
+    """RGB(A) rows of an 8-bit PNG (what Chromium writes), decoded with zlib only."""
+    data = open(path, "rb").read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color = struct.unpack(">IIBB", body[:10])
+            check(depth == 8 and color in (2, 6), f"PNG depth {depth} color {color}")
+            channels = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * channels
+    rows, prev = [], bytearray(stride)
+    for y in range(height):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b = prev[i]
+            c = prev[i - channels] if i >= channels else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p_ = a + b - c
+                pa, pb, pc = abs(p_ - a), abs(p_ - b), abs(p_ - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        prev = line
+    return rows

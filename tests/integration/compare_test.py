@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""Comparison of runs and implementations on real runs: a transformers Llama trained under
+launch/attnscope-run (real torchrun, 2 ranks, DDP over Gloo, traces on), once with the eager
+attention and once with SDPA.
+Usage: compare_test.py CASE BUILD_DIR SOURCE_DIR
+
+Cases:
+  shapes_recorded   one process under the Python API: SDPA with grouped-query heads, unequal
+                    lengths, a mask and dropout; bfloat16 causal SDPA; an eager attention with
+                    projections, a boolean mask and dropout: the trace's attention_shape values
+                    exactly, and their replay (numerics, skips with torch's reasons). ~15 s
+  llama_eager_sdpa  the two runs (sequence 128, 30 steps each, ~20 s each here), then
+                    - attnscope-analyze SDPA_RUN --baseline EAGER_RUN: the implementation change is
+                      named per layer (eager -> sdpa (flash)), the recorded shapes are the model's,
+                      each layer's verdicts agree with the two runs' own reports' times and with
+                      the interval, every layer is faster in some phase, the HTML renders in
+                      Chromium (DOM, screenshot with the faster rows' colour, no console message);
+                    - a run against itself: same within noise everywhere, nothing differs;
+                    - attnscope-replay EAGER_RUN --seqs 64,256: every layer with eager and SDPA
+                      alternatives, the numerical check passing, eager's memory quadratic in the
+                      length (flash's not), and the projected saving of eager -> SDPA of the
+                      same sign as the saving measured by the switch (the SDPA run's layer time
+                      against the eager run's, each on its fastest rank);
+                    - bad inputs: a missing directory, a foreign directory, a run without recorded
+                      shapes, runs of different models: the errors named, exit status 2.
+"""
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ranks import check, free_ports, png_pixels, run_case  # noqa: E402
+
+CASE, BUILD, SOURCE = sys.argv[1:4]
+ANALYZE = os.path.join(BUILD, "analysis", "attnscope-analyze")
+RUN = os.path.join(SOURCE, "launch", "attnscope-run")
+REPLAY = os.path.join(SOURCE, "launch", "attnscope_replay.py")
+MODEL = os.path.join(SOURCE, "tests", "integration", "llama_train.py")
+LAYERS = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
+
+
+def env():
+    e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
+    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(BUILD, "python"),
+             ATTNSCOPE_BIND="127.0.0.1", TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    return e
+
+
+def train(tmp, attn):
+    run_dir = os.path.join(tmp, attn)
+    p = subprocess.run([RUN, "--run-dir", run_dir, "--interval", "1", "--port", "0", "--nproc_per_node", "2",
+                        "--master_port", str(free_ports(2)), MODEL, "--attn", attn, "--steps", "30", "--seq", "128"],
+                       env=env(), capture_output=True, text=True, timeout=300)
+    with open(os.path.join(tmp, f"{attn}.log"), "w") as f:
+        f.write(p.stdout + p.stderr)
+    check(p.returncode == 0, f"{attn} run: exit {p.returncode}: {p.stderr[-2000:]}")
+    return os.path.join(run_dir, "traces")
+
+
+def analyze(*args):
+    p = subprocess.run([ANALYZE] + list(args), capture_output=True, text=True, timeout=120)
+    print(p.stdout, end="")
+    print(p.stderr, end="", file=sys.stderr)
+    return p
+
+
+def replay(*args):
+    p = subprocess.run([sys.executable, REPLAY] + list(args), capture_output=True, text=True, timeout=300,
+                       env=dict(env(), ATTNSCOPE_ANALYZE=ANALYZE))
+    print(p.stdout, end="")
+    print(p.stderr, end="", file=sys.stderr)
+    return p
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return (v[n // 2] + v[(n - 1) // 2]) / 2
+
+
+def copy_run(src, dst, sql):
+    """A copy of a finished run's traces with `sql` applied to every rank file."""
+    shutil.copytree(src, dst)
+    for name in os.listdir(dst):
+        if name.endswith(".sqlite"):
+            db = sqlite3.connect(os.path.join(dst, name))
+            db.executescript(sql)
+            db.commit()
+            db.close()
+    return dst
+
+
+def check_baseline(tmp, eager, sdpa):
+    out_json, out_html = os.path.join(tmp, "cmp.json"), os.path.join(tmp, "cmp.html")
+    p = analyze(sdpa, "--baseline", eager, "--json", out_json, "--html", out_html)
+    check(p.returncode == 0, f"compare exit {p.returncode}")
+    c = load(out_json)
+    check(c["schema"] == "attnscope.comparison/1", c["schema"])
+    diffs = {(d["layer"], d["what"]): d for d in c["differences"]}
+    for layer in LAYERS:
+        d = diffs.get((layer, "implementation"))
+        check(d is not None and d["baseline"] == "eager (matmul-softmax-matmul)" and d["current"] == "sdpa (flash)",
+              f"{layer}: implementation change not named: {c['differences']}")
+    check("differs: implementation: sdpa (flash) (baseline eager (matmul-softmax-matmul)) in 2 layers: "
+          f"{LAYERS[0]}, {LAYERS[1]}" in p.stdout, "the summary does not name the change")
+    shapes = {l["layer"]: l["shapes"] for l in c["current"]["layers"]}
+    check(shapes[LAYERS[0]] == "batch 4, heads 4 (kv 2), q 128, kv 128, head dim 16, float32, causal, dropout 0",
+          f"recorded SDPA shapes: {shapes}")
+    shapes = {l["layer"]: l["shapes"] for l in c["baseline"]["layers"]}
+    check(shapes[LAYERS[0]] == "batch 4, heads 4 (kv 2), q 128, kv 128, head dim 16, float32, mask tensor, dropout 0",
+          f"recorded eager shapes: {shapes}")
+    # Each run's own report: per layer and phase the median over ranks of each rank's median time
+    # per step, what the comparison's cells must hold and what its verdicts must agree with.
+    own, spread = {}, {}
+    for name, trace in (("baseline", eager), ("current", sdpa)):
+        rep = os.path.join(tmp, f"{name}-report.json")
+        check(analyze(trace, "--json", rep, "--quiet").returncode == 0, f"{name} report failed")
+        for row in load(rep)["layers"]:
+            ranks = [x for x in row["rank_seconds_per_step"] if x is not None]
+            own[(name, row["layer"], row["phase"])] = median(ranks)
+            spread[(name, row["layer"], row["phase"])] = max(ranks) / min(ranks)
+    faster_layers = set()
+    min_change = c["options"]["min_change"]
+    for cell in c["cells"]:
+        if cell["op_kind"] != "all" or cell["layer"] not in LAYERS:
+            continue
+        key = (cell["layer"], cell["phase"])
+        b, cur = own[("baseline",) + key], own[("current",) + key]
+        check(abs(cell["baseline_seconds_per_step"] - b) <= 0.01 * b and abs(cell["current_seconds_per_step"] - cur) <= 0.01 * cur,
+              f"{key}: comparison {cell['baseline_seconds_per_step']}/{cell['current_seconds_per_step']} vs reports {b}/{cur}")
+        v, lo, hi, r = cell["verdict"], cell["ratio_low"], cell["ratio_high"], cell["ratio"]
+        check(lo <= r <= hi, f"{key}: ratio {r} outside its interval {lo}-{hi}")
+        if v == "faster":
+            check(cur < b and hi < 1 and r <= 1 / (1 + min_change), f"{key}: 'faster' with {cur} vs {b}, {lo}-{hi}")
+            faster_layers.add(cell["layer"])
+        elif v == "slower":
+            check(cur > b and lo > 1 and r >= 1 + min_change, f"{key}: 'slower' with {cur} vs {b}, {lo}-{hi}")
+        else:
+            check(v == "same within noise" and (lo <= 1 <= hi or abs(r - 1) < min_change), f"{key}: {v} {lo}-{hi}")
+    # Eager materialises 4x4x128x128 scores that flash never writes: each layer is faster in a phase
+    # (2-3x here), unless the host slowed a rank of a run for most of it (other work on the same
+    # cores): then the ranks of that run disagree (by 1.5x or more in the layer), the interval is
+    # wide, and "same within noise" is the right verdict.
+    for layer in sorted(set(LAYERS) - faster_layers):
+        worst = max(spread[(name, layer, phase)] for name in ("baseline", "current") for phase in ("forward", "backward"))
+        check(worst >= 1.5, f"{layer} not faster with SDPA although the ranks of both runs agree ({worst:.2f}x)")
+        print(f"{layer}: same within noise; a rank of a run was slowed by the host ({worst:.2f}x the other)")
+    check_html(tmp, out_html, c)
+
+
+def check_html(tmp, html, c):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("chromium is not installed: the HTML is not rendered (apt-get install chromium)")
+        return
+    shot = os.path.join(tmp, "cmp.png")
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
+              "--disable-extensions", "--window-size=1280,900", f"--user-data-dir={tmp}/chromium-profile"]
+    r = subprocess.run(common + ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "file://" + html],
+                       capture_output=True, text=True, timeout=120)
+    check(os.path.exists(shot), f"no screenshot: {r.stderr[-1500:]}")
+    console = [l for l in r.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
+    check(console == [], f"console messages: {console}")
+    dom = subprocess.run(common + ["--dump-dom", "file://" + html], capture_output=True, text=True, timeout=120).stdout
+    counts = c["counts"]
+    check(f'{counts["slower"]} slower, {counts["faster"]} faster, {counts["same within noise"]} same within noise' in dom,
+          "the verdict banner is not rendered")
+    check(dom.count('<tr class="faster">') == counts["faster"], "faster rows in the DOM")
+    check(dom.count('<svg class="ratio"') >= counts["faster"], "interval bars missing")
+    for layer in LAYERS:
+        check(f'<td class="l">{layer}</td><td class="l">implementation</td><td class="l">eager (matmul-softmax-matmul)'
+              f'</td><td class="l">sdpa (flash)</td>' in dom, f"{layer}: the difference row is not rendered")
+    rows = png_pixels(shot)
+    green = sum(1 for row in rows for px in row if px[:3] == (0xe2, 0xf5, 0xe2))  # faster rows' background
+    check(green > 5000, f"faster rows not visible in the screenshot ({green} pixels)")
+    print(f"screenshot {shot}: {green} pixels of faster rows")
+
+
+def check_self(tmp, eager):
+    out = os.path.join(tmp, "self.json")
+    p = analyze(eager, "--baseline", eager, "--json", out)
+    check(p.returncode == 0, f"self compare exit {p.returncode}")
+    c = load(out)
+    check(c["differences"] == [] and c["only_in_baseline"] == [] and c["only_in_current"] == [],
+          f"a run differs from itself: {c['differences']}")
+    verdicts = {cell["verdict"] for cell in c["cells"]}
+    check(verdicts == {"same within noise"}, f"a run against itself: {verdicts}")
+    check(len(c["cells"]) >= len(LAYERS) * 2 * 5, f"{len(c['cells'])} cells")
+
+
+def layer_seconds(trace, tmp, name):
+    """Per layer: the attention call's forward plus backward time per step on the run's least
+    disturbed rank (the fastest: work of other processes on the host only ever slows a rank),
+    from the run's own report: what switching implementation changed."""
+    out = os.path.join(tmp, f"{name}-own.json")
+    check(analyze(trace, "--json", out, "--quiet").returncode == 0, f"{name} report failed")
+    per_rank = {}
+    for row in load(out)["layers"]:
+        ranks = per_rank.setdefault(row["layer"], {})
+        for rank, x in enumerate(row["rank_seconds_per_step"]):
+            if x is not None:
+                ranks[rank] = ranks.get(rank, 0.0) + x
+    return {layer: min(ranks.values()) for layer, ranks in per_rank.items()}
+
+
+def check_replay(tmp, eager, sdpa):
+    out = os.path.join(tmp, "replay.json")
+    p = replay(eager, "--json", out, "--reps", "5", "--no-compile", "--seqs", "64,256")
+    check(p.returncode == 0, f"replay exit {p.returncode}")
+    r = load(out)
+    check([l["layer"] for l in r["layers"]] == LAYERS, f"replayed layers {[l['layer'] for l in r['layers']]}")
+    measured_eager = layer_seconds(eager, tmp, "eager")
+    measured_sdpa = layer_seconds(sdpa, tmp, "sdpa")
+    for l in r["layers"]:
+        check(l["replayed_as"] == "eager", f"{l['layer']} replayed as {l['replayed_as']}")
+        alts = {a["implementation"]: a for a in l["alternatives"]}
+        for name in ("eager", "sdpa:flash", "sdpa:math"):
+            check(name in alts, f"{l['layer']}: {name} missing from {sorted(alts)} (skipped: {l['skipped']})")
+            check(alts[name]["numerics"]["ok"], f"{l['layer']} {name}: numerics {alts[name]['numerics']}")
+            check(alts[name]["seconds"] > 0 and alts[name]["memory_bytes"] > 0, f"{l['layer']} {name}: {alts[name]}")
+        # flex_attention cannot run backward on a CPU in this torch: skipped with its reason.
+        for s in l["skipped"]:
+            check(s["reason"], f"{l['layer']}: {s['implementation']} skipped without a reason")
+        projected = alts["sdpa:flash"]["saving_seconds_per_step"]
+        measured = measured_eager[l["layer"]] - measured_sdpa[l["layer"]]
+        print(f"{l['layer']}: projected saving eager -> sdpa:flash {projected * 1e3:.3f} ms/step, "
+              f"measured by switching {measured * 1e3:.3f} ms/step")
+        check(projected * measured > 0, f"{l['layer']}: projected {projected} and measured {measured} saving differ in sign")
+        check(l["roofline"]["flops"] > 0, f"{l['layer']}: no roofline figures")
+    check(r["totals"] and r["steps_seen"] >= 29, f"totals {r['totals']}, steps {r['steps_seen']}")
+    # --seqs: the shapes at other lengths; eager keeps the heads x length x length scores for
+    # backward (16x from 64 to 256), flash does not; each implementation's exponent fitted.
+    check(len(r["shapes"]) == 1, f"{len(r['shapes'])} shape groups for two identical layers")
+    seqs = r["shapes"][0]["seqs"]
+    memory = {n: seqs["256"]["memory_bytes"][n] / seqs["64"]["memory_bytes"][n] for n in ("eager", "sdpa:flash")}
+    check(memory["eager"] >= 8 and memory["sdpa:flash"] < memory["eager"] / 2, f"memory growth 64 -> 256: {memory}")
+    for name in ("eager", "sdpa:flash", "sdpa:math"):
+        k = r["shapes"][0]["scaling"][name]["exponent"]
+        check(k is not None and 0 < k < 4, f"{name}: time exponent {k}")
+
+
+def check_bad_inputs(tmp, eager, sdpa):
+    missing = os.path.join(tmp, "no-such-run")
+    p = analyze(sdpa, "--baseline", missing)
+    want = f"attnscope-analyze: baseline: cannot read directory {missing}: No such file or directory"
+    check(p.returncode == 2 and want in p.stderr, f"missing baseline: {p.returncode} {p.stderr}")
+    p = replay(missing)
+    want = f"attnscope-replay: cannot read directory {missing}: No such file or directory"
+    check(p.returncode == 2 and want in p.stderr, f"missing run for replay: {p.returncode} {p.stderr}")
+    # A directory of something else: the report's reason for each file, then no readable rank file.
+    foreign = os.path.join(tmp, "foreign")
+    os.makedirs(foreign)
+    with open(os.path.join(foreign, "rank-0.sqlite"), "w") as f:
+        f.write("not a trace\n" * 100)
+    report = analyze(foreign)
+    check(report.returncode == 2, f"report on a foreign directory: exit {report.returncode}")
+    reason = [l for l in report.stderr.splitlines() if "skipped" in l][0].split(": ", 1)[1]
+    for p, prefix in ((analyze(sdpa, "--baseline", foreign), "attnscope-analyze: baseline: "),
+                      (replay(foreign), "attnscope-replay: ")):
+        check(p.returncode == 2 and prefix + reason in p.stderr, f"foreign directory: {p.returncode} {p.stderr}")
+        check(f"no readable rank file (rank-<r>.sqlite) in {foreign}" in p.stderr, p.stderr)
+    # A run whose traces hold no shapes (an older attnscope): compared by its op kinds, not replayed.
+    bare = copy_run(eager, os.path.join(tmp, "no-shapes"), "DELETE FROM meta WHERE key LIKE 'attention_shape.%';")
+    p = replay(bare)
+    check(p.returncode == 2 and f"attnscope-replay: {bare}: no layer has recorded attention shapes" in p.stderr,
+          f"run without shapes: {p.returncode} {p.stderr}")
+    out = os.path.join(tmp, "bare.json")
+    p = analyze(sdpa, "--baseline", bare, "--json", out)
+    check(p.returncode == 0, f"compare against a run without shapes: exit {p.returncode}")
+    layers = load(out)["baseline"]["layers"]
+    check(all(l["implementation"] == "eager (matmul-softmax-matmul)" and l["shapes"] == "" for l in layers),
+          f"without shapes: {layers}")
+    # Another model's run (its layers renamed): refused, both layer lists named.
+    other = copy_run(eager, os.path.join(tmp, "other-model"), "UPDATE layers SET name = 'encoder.' || name;")
+    p = analyze(sdpa, "--baseline", other)
+    want = (f"attnscope-analyze: the runs share no attention layer (different models?): baseline {other} has "
+            f"encoder.{LAYERS[0]}, encoder.{LAYERS[1]}; {sdpa} has {LAYERS[0]}, {LAYERS[1]}; "
+            "compare runs of the same model")
+    check(p.returncode == 2 and want in p.stderr, f"different models: {p.returncode} {p.stderr}")
+
+
+def case_shapes_recorded(tmp):
+    """What the trace records of SDPA's arguments and of an eager matmul-softmax-matmul, exactly,
+    and the replay of those shapes (grouped-query heads, unequal lengths, a mask, dropout,
+    bfloat16): the combinations a CPU cannot run skipped with torch's own reason."""
+    sys.path.insert(0, os.path.join(BUILD, "python"))
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import attnscope
+    torch.manual_seed(0)
+    trace = os.path.join(tmp, "trace")
+    attnscope.start(sample_every=1, trace_dir=trace, interval_s=0.5, port=0, peak_flops=3e10,
+                    peak_bandwidth=1e10, log_level="warn")
+    qp, kp, vp = nn.Linear(64, 64), nn.Linear(64, 32), nn.Linear(64, 32)
+    x = torch.randn(2, 48, 64, requires_grad=True)
+    causal = torch.ones(48, 48, dtype=torch.bool).tril()
+    for _ in range(3):
+        with attnscope.attention("sdpa_gqa_mask_dropout"):
+            q = torch.randn(2, 8, 32, 16, requires_grad=True)
+            k = torch.randn(2, 2, 48, 16, requires_grad=True)
+            o = F.scaled_dot_product_attention(q, k, k, attn_mask=torch.zeros(2, 8, 32, 48), dropout_p=0.2,
+                                               enable_gqa=True)
+        o.sum().backward()
+        with attnscope.attention("sdpa_bf16_causal"):
+            q = torch.randn(1, 4, 64, 32, dtype=torch.bfloat16, requires_grad=True)
+            o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        o.float().sum().backward()
+        with attnscope.attention("eager"):  # K and V projected to 2 heads, repeated to 4
+            q = qp(x).view(2, 48, 4, 16).transpose(1, 2)
+            k = kp(x).view(2, 48, 2, 16).transpose(1, 2).repeat_interleave(2, dim=1)
+            v = vp(x).view(2, 48, 2, 16).transpose(1, 2).repeat_interleave(2, dim=1)
+            s = ((q @ k.transpose(-2, -1)) * 0.25).masked_fill(~causal, float("-inf"))
+            o = (F.dropout(F.softmax(s, -1), 0.1, training=True) @ v).transpose(1, 2).reshape(2, 48, 64)
+        o.sum().backward()
+        attnscope.step()
+    attnscope.stop()
+    db = sqlite3.connect(os.path.join(trace, "rank-0.sqlite"))
+    got = dict(db.execute("SELECT key, value FROM meta WHERE key LIKE 'attention_shape.%'"))
+    db.close()
+    want = {
+        "sdpa_gqa_mask_dropout": "op=aten::scaled_dot_product_attention backend=math batch=2 heads=8 kv_heads=2 "
+                                 "q_len=32 kv_len=48 head_dim=16 dtype=float32 causal=0 mask=tensor dropout=0.2 changes=0",
+        "sdpa_bf16_causal": "op=aten::scaled_dot_product_attention backend=flash batch=1 heads=4 kv_heads=4 q_len=64 "
+                            "kv_len=64 head_dim=32 dtype=bfloat16 causal=1 mask=none dropout=0 changes=0",
+        "eager": "op=aten::matmul backend=- batch=2 heads=4 kv_heads=2 q_len=48 kv_len=48 head_dim=16 dtype=float32 "
+                 "causal=-1 mask=tensor dropout=0.1 changes=0"}
+    for layer, value in want.items():
+        check(got.get("attention_shape." + layer) == value, f"{layer}: recorded {got.get('attention_shape.' + layer)!r}")
+    out = os.path.join(tmp, "replay.json")
+    p = replay(trace, "--json", out, "--reps", "2", "--no-compile")
+    check(p.returncode == 0, f"replay exit {p.returncode}")
+    layers = {l["layer"]: l for l in load(out)["layers"]}
+    check(sorted(layers) == sorted(want), f"replayed {sorted(layers)}")
+    for name, l in layers.items():
+        alts = {a["implementation"]: a for a in l["alternatives"]}
+        skipped = {s["implementation"]: s["reason"] for s in l["skipped"]}
+        for a in alts.values():
+            check(a["numerics"]["ok"], f"{name} {a['implementation']}: numerics {a['numerics']}")
+        check("eager" in alts and "sdpa:math" in alts, f"{name}: {sorted(alts)}")
+        if name == "sdpa_bf16_causal":
+            check("sdpa:flash" in alts and l["replayed_as"] == "sdpa:flash", f"{name}: {sorted(alts)}, {skipped}")
+        else:  # dropout in training: CPU flash cannot, flex has none
+            check("dropout" in skipped.get("sdpa:flash", ""), f"{name}: flash {skipped.get('sdpa:flash')!r}")
+            check(skipped.get("flex") == "ValueError: flex_attention has no dropout", f"{name}: flex {skipped.get('flex')!r}")
+
+
+def case_llama_eager_sdpa(tmp):
+    eager = train(tmp, "eager")
+    sdpa = train(tmp, "sdpa")
+    check_baseline(tmp, eager, sdpa)
+    check_self(tmp, eager)
+    check_replay(tmp, eager, sdpa)
+    check_bad_inputs(tmp, eager, sdpa)
+
+
+if __name__ == "__main__":
+    run_case(CASE, globals(), "compare")

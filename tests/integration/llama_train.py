@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""A transformers Llama trained for a few steps as a user writes it (no attnscope inside), for the
+comparison and replay tests (tests/integration/compare_test.py) and the measurements in
+docs/ANALYSIS.md. DDP over Gloo when launched with more than one rank.
+
+    launch/attnscope-run --nproc_per_node 2 tests/integration/llama_train.py --attn eager --steps 30
+
+--out FILE writes the mean step time and the model's attention implementation (rank 0).
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--attn", choices=("eager", "sdpa"), default="sdpa")
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=64)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--seq", type=int, default=64)
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--vocab", type=int, default=128)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+    torch.set_num_threads(1)
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if distributed:
+        dist.init_process_group("gloo")
+    rank = dist.get_rank() if distributed else 0
+    torch.manual_seed(0)
+    from transformers import LlamaConfig, LlamaForCausalLM
+    config = LlamaConfig(hidden_size=a.hidden, intermediate_size=2 * a.hidden, num_hidden_layers=a.layers,
+                         num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, vocab_size=a.vocab,
+                         max_position_embeddings=a.seq)
+    model = LlamaForCausalLM._from_config(config, attn_implementation=a.attn)
+    if distributed:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(1 + rank)
+    step_s = []
+    for _ in range(a.steps):
+        batch = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
+        t0 = time.perf_counter()
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        step_s.append(time.perf_counter() - t0)
+    if a.out and rank == 0:
+        with open(a.out, "w") as f:
+            json.dump({"attn": a.attn, "step_seconds": step_s}, f)
+    if distributed:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
