@@ -191,8 +191,19 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
   };
   counter("attnscope_gpu_kernels_attributed_total",
           "Kernel, memcpy and memset records given to a layer", g.kernelsAttributed);
-  counter("attnscope_gpu_records_unattributed_total", "Device records outside attention calls",
-          g.recordsUnattributed);
+  counter("attnscope_gpu_records_unattributed_total",
+          "Device records whose CUPTI correlation record never came", g.recordsUnattributed);
+  counter("attnscope_gpu_records_outside_total", "Device records of work outside attention calls",
+          g.recordsOutside);
+  counter("attnscope_gpu_records_late_total", "Device records of a call already folded",
+          g.recordsLate);
+  counter("attnscope_gpu_calls_given_up_total",
+          "Attention calls folded without all their device records (CUPTI lost some)",
+          g.callsGivenUp);
+  counter("attnscope_gpu_calls_in_flight_at_stop_total",
+          "Attention calls left out: their work was still on the device when attnscope stopped "
+          "or left CUPTI",
+          g.callsInFlightAtStop);
   counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store",
           g.cuptiRecordsDropped);
   counter("attnscope_gpu_spans_dropped_total",
