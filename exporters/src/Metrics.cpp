@@ -179,7 +179,8 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
   MetricFamily fallback =
       family("attnscope_gpu_timing_fallback",
              "1 when the source in use is not the one asked for (CUPTI held by another "
-             "subscriber, no GPU); the reason is logged and in the summary",
+             "tool, failed to initialise or gone silent; no GPU); the reason is logged and in "
+             "the summary",
              MetricType::Gauge);
   addValue(&fallback, base, g.fallbackReason.empty() ? 0 : 1);
   out->push_back(std::move(fallback));
