@@ -263,6 +263,17 @@ class CuptiActivityApi final : public GpuActivityApi {
     std::free(buffer);
   }
 
+  // The fields of a kernel, memcpy or memset record that attribution reads.
+  template <typename Record>
+  static void work(const Record& r, ActivityRecord::Kind kind, ActivityRecord* out) {
+    out->kind = kind;
+    out->correlationId = r.correlationId;
+    out->startNs = r.start;
+    out->endNs = r.end;
+    out->deviceId = r.deviceId;
+    out->streamId = r.streamId;
+  }
+
   // The collection thread.
   void read(const Completed& c) {
     CUpti_Activity* record = nullptr;
@@ -273,35 +284,16 @@ class CuptiActivityApi final : public GpuActivityApi {
         case CUPTI_ACTIVITY_KIND_KERNEL:
         case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
           const auto* k = reinterpret_cast<const KernelRecord*>(record);
-          out.kind = ActivityRecord::Kind::kKernel;
-          out.correlationId = k->correlationId;
-          out.startNs = k->start;
-          out.endNs = k->end;
-          out.deviceId = k->deviceId;
+          work(*k, ActivityRecord::Kind::kKernel, &out);
           out.name = k->name;
-          out.streamId = k->streamId;
           break;
         }
-        case CUPTI_ACTIVITY_KIND_MEMCPY: {
-          const auto* m = reinterpret_cast<const MemcpyRecord*>(record);
-          out.kind = ActivityRecord::Kind::kMemcpy;
-          out.correlationId = m->correlationId;
-          out.startNs = m->start;
-          out.endNs = m->end;
-          out.deviceId = m->deviceId;
-          out.streamId = m->streamId;
+        case CUPTI_ACTIVITY_KIND_MEMCPY:
+          work(*reinterpret_cast<const MemcpyRecord*>(record), ActivityRecord::Kind::kMemcpy, &out);
           break;
-        }
-        case CUPTI_ACTIVITY_KIND_MEMSET: {
-          const auto* m = reinterpret_cast<const MemsetRecord*>(record);
-          out.kind = ActivityRecord::Kind::kMemset;
-          out.correlationId = m->correlationId;
-          out.startNs = m->start;
-          out.endNs = m->end;
-          out.deviceId = m->deviceId;
-          out.streamId = m->streamId;
+        case CUPTI_ACTIVITY_KIND_MEMSET:
+          work(*reinterpret_cast<const MemsetRecord*>(record), ActivityRecord::Kind::kMemset, &out);
           break;
-        }
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
           const auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(record);
           if (e->externalKind != kExternalKind) continue;

@@ -280,6 +280,7 @@ GpuStatus GpuTimer::status() const {
   s.recordsInFlightAtStop = c.inFlight;
   s.callsInFlightAtStop = c.callsInFlight;
   s.callsGivenUp = c.callsGivenUp;
+  s.recordsSideStream = c.sideStream;
   s.spansResolved = spansResolved_.load();
   s.spansDropped = spansDropped_.load();
   s.spansCapturing = spansCapturing_.load();

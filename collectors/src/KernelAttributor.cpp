@@ -70,23 +70,14 @@ void KernelAttributor::setOptions(bool spans, bool kernels) {
   options_.kernels = kernels;
 }
 
-KernelAttributor::Call* KernelAttributor::callOf(uint64_t externalId, bool create) {
+KernelAttributor::Call* KernelAttributor::callOf(uint64_t externalId) {
   const DeviceKey key = unpackExternalId(externalId);
-  const uint64_t k = callKey(key.instance, key.phase);
-  if (folded_.count(k) != 0) return nullptr;
-  if (!create) {
-    const auto it = calls_.find(k);
-    return it == calls_.end() ? nullptr : &it->second;
-  }
-  Call& c = calls_[k];
-  c.layer = key.layer;
-  c.phase = key.phase;
-  return &c;
+  return openCall(key.instance, key.layer, key.phase);
 }
 
 // An API call's external id and its API record are both in: it belongs to its call.
 void KernelAttributor::link(uint32_t correlationId, Correlation& c) {
-  Call* call = callOf(c.externalId, true);
+  Call* call = callOf(c.externalId);
   if (call == nullptr) {
     ++counters_.late;
     return;
@@ -106,15 +97,22 @@ void KernelAttributor::link(uint32_t correlationId, Correlation& c) {
 }
 
 void KernelAttributor::work(uint32_t correlationId, Correlation& c, uint64_t ns,
-                            AttentionBackend backend, bool kernel) {
-  Call* call = callOf(c.externalId, true);
+                            AttentionBackend backend, bool kernel, uint32_t stream) {
+  Call* call = callOf(c.externalId);
   if (call == nullptr) {
     ++counters_.late;
     return;
   }
   if (c.counted && !c.gotWork) --call->pending;
+  if (!c.api && !c.gotWork) call->correlations.push_back(correlationId);  // forgotten with it
   c.gotWork = true;
-  if (!c.api) call->correlations.push_back(correlationId);  // forgotten with the call
+  if (!call->streamKnown) {
+    call->stream = stream;
+    call->streamKnown = true;
+  } else if (options_.spans && stream != call->stream) {
+    ++counters_.sideStream;  // not what the call's events time
+    return;
+  }
   const DeviceKey key = unpackExternalId(c.externalId);
   const int kind = std::min(static_cast<int>(key.kind), kNumOpKinds - 1);
   call->ns[kind] += static_cast<int64_t>(ns);
@@ -164,7 +162,7 @@ void KernelAttributor::addRecord(const ActivityRecord& r) {
   const AttentionBackend backend = kernel ? backendOf(r.name) : AttentionBackend::kMath;
   const auto it = correlations_.find(r.correlationId);
   if (it != correlations_.end() && it->second.hasExternal) {
-    work(r.correlationId, it->second, ns, backend, kernel);
+    work(r.correlationId, it->second, ns, backend, kernel, r.streamId);
   } else if (it != correlations_.end() && it->second.api && it->second.round < round_) {
     ++counters_.outside;  // its API record came in an earlier flush, without an id of ours
   } else if (foldedCorrelations_.count(r.correlationId) != 0) {
@@ -172,30 +170,32 @@ void KernelAttributor::addRecord(const ActivityRecord& r) {
   } else if (unmatched_.size() >= options_.maxPending) {
     ++counters_.unattributed;  // bounded: the newest waits no longer
   } else {
-    unmatched_.push_back(Unmatched{r.correlationId, ns, backend, kernel});
+    unmatched_.push_back(Unmatched{r.correlationId, ns, backend, kernel, r.streamId});
   }
+}
+
+KernelAttributor::Call* KernelAttributor::openCall(uint64_t instance, int32_t layer, Phase phase) {
+  const uint64_t k = callKey(instance & kInstanceMask, phase);
+  if (folded_.count(k) != 0) return nullptr;
+  Call& c = calls_[k];
+  c.layer = layer;
+  c.phase = phase;
+  return &c;
 }
 
 void KernelAttributor::hostEnded(uint64_t instance, int32_t layer, Phase phase) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t k = callKey(instance & kInstanceMask, phase);
-  if (folded_.count(k) != 0) return;
-  Call& c = calls_[k];
-  c.layer = layer;
-  c.phase = phase;
-  c.hostEnded = true;
-  c.foldsAtEnd = folds_;
-  c.openAtEnd = calls_.size();
+  Call* c = openCall(instance, layer, phase);
+  if (c == nullptr) return;
+  c->hostEnded = true;
+  c->foldsAtEnd = folds_;
+  c->openAtEnd = calls_.size();
 }
 
 void KernelAttributor::addSpan(uint64_t instance, int32_t layer, Phase phase, int64_t ns) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t k = callKey(instance & kInstanceMask, phase);
-  if (folded_.count(k) != 0) return;
-  Call& c = calls_[k];
-  c.layer = layer;
-  c.phase = phase;
-  c.spanNs = ns;
+  Call* c = openCall(instance, layer, phase);
+  if (c != nullptr) c->spanNs = ns;
 }
 
 void KernelAttributor::spanMissing(uint64_t instance, Phase phase) {
@@ -270,7 +270,7 @@ std::vector<CallRecord> KernelAttributor::endRound(bool final) {
   for (const Unmatched& u : unmatched_) {
     const auto it = correlations_.find(u.correlationId);
     if (it != correlations_.end() && it->second.hasExternal) {
-      work(u.correlationId, it->second, u.ns, u.backend, u.kernel);
+      work(u.correlationId, it->second, u.ns, u.backend, u.kernel, u.stream);
     } else if (it != correlations_.end() && it->second.api) {
       ++counters_.outside;
     } else if (foldedCorrelations_.count(u.correlationId) != 0) {

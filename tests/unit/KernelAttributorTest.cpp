@@ -227,6 +227,31 @@ TEST(KernelAttributorTest, SpanSetsTheCallTimeAndKernelsTheKinds) {
   EXPECT_EQ(calls[0].kinds[static_cast<int>(OpKind::kQkvProjection)].ns, 400);
 }
 
+TEST(KernelAttributorTest, WithSpansASideStreamsKernelsAreLeftOutLikeTheSpanLeavesThemOut) {
+  for (const bool spans : {false, true}) {
+    KernelAttributor::Options o = kernelsOnly();
+    o.spans = spans;
+    KernelAttributor a(o);
+    const DeviceKey k = key(4, 1, Phase::kForward, OpKind::kScoreMatmul);
+    launched(a, 70, k);
+    launched(a, 71, k);
+    ActivityRecord main = kernel(70, 0, 400);
+    main.streamId = 7;
+    ActivityRecord side = kernel(71, 100, 300);  // overlaps, on a stream of its own
+    side.streamId = 13;
+    a.addRecord(main);
+    a.addRecord(side);
+    a.addRecord(api(72, false));
+    a.hostEnded(4, 1, Phase::kForward);
+    a.addSpan(4, 1, Phase::kForward, 400);
+    const std::vector<CallRecord> calls = a.endRound(false);
+    ASSERT_EQ(calls.size(), 1u);
+    const CallRecord::Kind& cell = calls[0].kinds[static_cast<int>(OpKind::kScoreMatmul)];
+    EXPECT_EQ(cell.ns, spans ? 400 : 600) << "spans " << spans;
+    EXPECT_EQ(a.counters().sideStream, spans ? 1u : 0u);
+  }
+}
+
 TEST(KernelAttributorTest, EventsOnlyCallsFoldAsSoonAsTheSpanIsIn) {
   KernelAttributor::Options o;
   o.spans = true;

@@ -46,7 +46,10 @@ struct DeviceKey {
 // on the host after it have folded (counted in callsGivenUp). Correlations are forgotten when
 // their call folds; a device record whose API record came without an attnscope id is work
 // outside attention (recordsOutside); one whose API record never comes counts as unattributed
-// at stop or when `maxPending` records wait. endRound(final=true), at stop after a forced
+// at stop or when `maxPending` records wait. With spans (`both`), a call's cells hold only the
+// work on the stream of its first record, the stream its CUDA events time, so that kernel sums
+// and spans compare like with like; records on other streams are counted (sideStream).
+// endRound(final=true), at stop after a forced
 // flush, folds what is complete and drops calls with work still in flight (callsInFlight).
 // Thread-safe (one mutex): records, spans and rounds come from the collection thread, host ends
 // from the training threads.
@@ -89,6 +92,7 @@ class KernelAttributor {
     uint64_t callsInFlight = 0;  // calls dropped at stop with work still on the device
     uint64_t callsGivenUp = 0;   // calls folded without all their records (see above)
     uint64_t delivered = 0;      // records of any kind handed in
+    uint64_t sideStream = 0;     // with spans: device records on another stream than the call's
   };
   Counters counters() const;
   std::vector<std::array<uint64_t, kNumAttentionBackends>> backends() const;
@@ -112,6 +116,7 @@ class KernelAttributor {
     uint64_t ns;
     AttentionBackend backend;
     bool kernel;
+    uint32_t stream;
   };
   struct Call {
     int32_t layer = -1;
@@ -123,7 +128,8 @@ class KernelAttributor {
     uint64_t foldsAtEnd = 0;  // folds_ and open calls when the host side ended
     uint64_t openAtEnd = 0;
     uint32_t pending = 0;  // launches without their device record
-    uint32_t inFlight = 0;
+    uint32_t stream = 0;   // the stream of its first device record
+    bool streamKnown = false;
     std::vector<std::pair<uint32_t, uint32_t>> threads;  // (thread, highest correlation id)
     std::vector<uint32_t> correlations;
   };
@@ -131,10 +137,11 @@ class KernelAttributor {
     return instance * kNumPhases + static_cast<uint64_t>(phase);
   }
   // mutex_ held:
-  Call* callOf(uint64_t externalId, bool create);
+  Call* callOf(uint64_t externalId);
+  Call* openCall(uint64_t instance, int32_t layer, Phase phase);  // null once folded
   void link(uint32_t correlationId, Correlation& c);
   void work(uint32_t correlationId, Correlation& c, uint64_t ns, AttentionBackend backend,
-            bool kernel);
+            bool kernel, uint32_t stream);
   bool sealed(const Call& c) const;
   bool complete(const Call& c) const;
   void fold(uint64_t key, Call& c, std::vector<CallRecord>* out);

@@ -28,6 +28,8 @@ struct GpuStatus {
   uint64_t recordsLate = 0;            // records of a call that was already folded
   uint64_t recordsInFlightAtStop = 0;  // device records still running when attnscope stopped
   uint64_t callsInFlightAtStop = 0;    // calls left out at stop: work still on the device
+  uint64_t recordsSideStream = 0;      // with both: records on another stream than the call's own,
+                                       // left out of its cells as they are out of its span
   uint64_t callsGivenUp = 0;           // calls folded without all their records (CUPTI lost some)
   // CUDA events
   uint64_t spansResolved = 0;   // event pairs read back
