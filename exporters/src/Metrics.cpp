@@ -205,6 +205,9 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
           "Attention calls left out: their work was still on the device when attnscope stopped "
           "or left CUPTI",
           g.callsInFlightAtStop);
+  counter("attnscope_gpu_records_side_stream_total",
+          "With both: device records on another stream than their call's events, left out of it",
+          g.recordsSideStream);
   counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store",
           g.cuptiRecordsDropped);
   counter("attnscope_gpu_spans_dropped_total",

@@ -232,8 +232,9 @@ void printCounters(const char* phase, const attnscope::GpuStatus& s) {
       (unsigned long long)s.recordsUnattributed, (unsigned long long)s.recordsOutside,
       (unsigned long long)s.recordsLate, (unsigned long long)s.cuptiRecordsDropped,
       (unsigned long long)s.callsGivenUp, (unsigned long long)s.callsInFlightAtStop,
-      (unsigned long long)s.recordsSideStream, (unsigned long long)s.spansResolved, (unsigned long long)s.spansDropped,
-      (unsigned long long)s.eventErrors, (unsigned long long)s.eventsInPool);
+      (unsigned long long)s.recordsSideStream, (unsigned long long)s.spansResolved,
+      (unsigned long long)s.spansDropped, (unsigned long long)s.eventErrors,
+      (unsigned long long)s.eventsInPool);
 }
 
 // --- 1. the default source, steady state ------------------------------------------------------

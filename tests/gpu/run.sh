@@ -93,7 +93,7 @@ if ! configure_and_build >"$logs/build.log" 2>&1; then
     exit 2
   fi
 fi
-grep -E "CUDA|CUPTI|Torch|attnscope:" "$logs/build.log" | grep -v "^\[" | head -20 | tee -a "$logs/run.log"
+grep -E "^-- attnscope:" "$logs/build.log" | tee -a "$logs/run.log"
 say "built in $(( $(date +%s) - start )) s"
 
 # --- 1. gpu_checks ------------------------------------------------------------------------------
