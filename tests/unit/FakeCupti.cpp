@@ -28,6 +28,17 @@ std::mutex gMutex;
 CUpti_BuffersCallbackRequestFunc gRequest = nullptr;
 CUpti_BuffersCallbackCompleteFunc gComplete = nullptr;
 
+// Per-API records on (enable) or off.
+CUptiResult setQuiet(std::set<uint32_t>* quiet, CUpti_CallbackId cbid, uint8_t enable) {
+  std::lock_guard<std::mutex> lock(gMutex);
+  if (enable) {
+    quiet->erase(cbid);
+  } else {
+    quiet->insert(cbid);
+  }
+  return CUPTI_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -63,23 +74,11 @@ CUptiResult CUPTIAPI cuptiActivityDisable(CUpti_ActivityKind kind) {
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (enable) {
-    gState.quietRuntime.erase(cbid);
-  } else {
-    gState.quietRuntime.insert(cbid);
-  }
-  return CUPTI_SUCCESS;
+  return setQuiet(&gState.quietRuntime, cbid, enable);
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable) {
-  std::lock_guard<std::mutex> lock(gMutex);
-  if (enable) {
-    gState.quietDriver.erase(cbid);
-  } else {
-    gState.quietDriver.insert(cbid);
-  }
-  return CUPTI_SUCCESS;
+  return setQuiet(&gState.quietDriver, cbid, enable);
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc request,
