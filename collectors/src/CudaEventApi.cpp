@@ -115,8 +115,16 @@ class CudaEventApi final : public GpuEventApi {
 std::unique_ptr<GpuEventApi> createCudaEventApi(std::string* reason) {
   // The runtime LibTorch loaded (PyTorch wheels: libcudart.so.12 or .13), else the toolkit's.
   static detail::DynamicLibrary lib(
-      {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"},
-      {ATTNSCOPE_CUDART_PATH, "libcudart.so", "libcudart.so.13", "libcudart.so.12"});
+      {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}, [] {
+        std::vector<std::string> names = {ATTNSCOPE_CUDART_PATH, "libcudart.so", "libcudart.so.13",
+                                          "libcudart.so.12"};
+        for (const std::string& p :
+             detail::torchRelativePaths(detail::loadedLibraryDir("libc10.so"), "cuda_runtime",
+                                        "libcudart.so.13", "libcudart.so.12")) {
+          names.push_back(p);
+        }
+        return names;
+      }());
   if (!lib.ok()) {
     *reason = "the CUDA runtime (libcudart) cannot be opened: " + lib.error();
     return nullptr;

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace attnscope {
 namespace detail {
@@ -14,21 +15,21 @@ namespace detail {
 class DynamicLibrary {
  public:
   DynamicLibrary(std::initializer_list<const char*> loadedNames,
-                 std::initializer_list<const char*> loadNames) {
+                 const std::vector<std::string>& loadNames) {
     for (const char* n : loadedNames) {
       if ((handle_ = ::dlopen(n, RTLD_NOW | RTLD_NOLOAD)) != nullptr) {
         path_ = n;
         return;
       }
     }
-    for (const char* n : loadNames) {
-      if (n == nullptr || *n == '\0') continue;
-      if ((handle_ = ::dlopen(n, RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+    for (const std::string& n : loadNames) {
+      if (n.empty()) continue;
+      if ((handle_ = ::dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
         path_ = n;
         return;
       }
       const char* e = ::dlerror();
-      if (e != nullptr) error_ = e;
+      if (e != nullptr) error_ += (error_.empty() ? "" : "; ") + std::string(e);
     }
   }
   bool ok() const { return handle_ != nullptr; }
@@ -48,6 +49,29 @@ class DynamicLibrary {
   std::string path_;
   std::string error_;
 };
+
+// The directory of a library the process already loaded (e.g. "libc10.so": PyTorch's torch/lib),
+// empty when it is not loaded.
+inline std::string loadedLibraryDir(const char* name) {
+  void* h = ::dlopen(name, RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return "";
+  char origin[4096] = {0};
+  const bool ok = ::dlinfo(h, RTLD_DI_ORIGIN, origin) == 0;
+  ::dlclose(h);
+  return ok ? origin : "";
+}
+
+// Where a pip-installed PyTorch keeps CUDA's libraries, relative to its torch/lib: the CUDA 13
+// wheels' nvidia/cu13/lib, the CUDA 12 wheels' nvidia/<component>/lib.
+inline std::vector<std::string> torchRelativePaths(const std::string& torchLib,
+                                                   const std::string& component,
+                                                   const std::string& lib13,
+                                                   const std::string& lib12) {
+  if (torchLib.empty()) return {};
+  const std::string site = torchLib + "/../../nvidia/";
+  return {site + "cu13/lib/" + lib13, site + "cu12/lib/" + lib12,
+          site + component + "/lib/" + lib12};
+}
 
 }  // namespace detail
 }  // namespace attnscope

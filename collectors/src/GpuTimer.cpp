@@ -12,7 +12,7 @@ GpuTimer::GpuTimer(std::unique_ptr<GpuEventApi> events, std::unique_ptr<GpuActiv
       activity_(std::move(activity)),
       currentStream_(currentStream),
       options_(options),
-      attributor_(KernelAttributor::Options{false, false, options.quietRounds}) {
+      attributor_(KernelAttributor::Options{}) {
   if (events_) pool_ = std::make_unique<GpuEventPool>(*events_, options_.eventPoolCapacity);
 }
 
@@ -74,16 +74,20 @@ void GpuTimer::start(GpuTiming requested, bool profilerRunning, const std::strin
   fallBack(eventsOrOff, reason + (eventsOrOff == GpuTiming::kEvents ? "; using CUDA events" : ""));
 }
 
-void GpuTimer::profilerStarted() {
+void GpuTimer::yieldCupti(const std::string& reason) {
   if (!usesCupti()) return;
-  // CUPTI is left as it is: disabling activity kinds now would disable Kineto's.
+  // CUPTI is left as it is until stop(): disabling activity kinds now would disable Kineto's.
   cuptiYielded_.store(true);
   fallBack(events_ ? GpuTiming::kEvents : GpuTiming::kOff,
-           "torch.profiler started while attnscope held CUPTI; using CUDA events from now on");
+           reason + (events_ ? "; using CUDA events from now on" : ""));
 }
 
-void GpuTimer::stop() {
-  if (cuptiStarted_ && activity_ && !cuptiYielded_) activity_->stop();
+void GpuTimer::profilerStarted() {
+  yieldCupti("torch.profiler started while attnscope used CUPTI");
+}
+
+void GpuTimer::stop(bool profilerRunning) {
+  if (cuptiStarted_ && activity_) activity_->stop(profilerRunning);
   cuptiStarted_ = false;
   source_.store(GpuTiming::kOff);
 }
@@ -117,6 +121,10 @@ void GpuTimer::callBegin(Span* span) {
 }
 
 void GpuTimer::callEnd(Span* span, uint64_t instance, int32_t layer, Phase phase) {
+  if (usesCupti()) {
+    attributor_.hostEnded(instance, layer, phase);
+    hostEnds_.fetch_add(1, std::memory_order_relaxed);
+  }
   if (span->start == nullptr) {
     if (usesEvents()) attributor_.spanMissing(instance, phase);
     return;
@@ -152,6 +160,10 @@ void GpuTimer::popOp(bool pushed) {
 }
 
 void GpuTimer::nodeBegin(uint64_t instance, int32_t layer) {
+  if (usesCupti()) {
+    std::lock_guard<std::mutex> lock(backwardMutex_);
+    backwardCalls_.emplace(instance, layer);
+  }
   if (!usesEvents()) return;
   std::lock_guard<std::mutex> lock(backwardMutex_);
   if (backward_.count(instance) != 0) return;
@@ -180,11 +192,17 @@ void GpuTimer::nodeEnd(uint64_t instance) {
 
 void GpuTimer::closeBackward() {
   std::unordered_map<uint64_t, Pending> closed;
+  std::unordered_map<uint64_t, int32_t> calls;
   {
     std::lock_guard<std::mutex> lock(backwardMutex_);
-    if (backward_.empty()) return;
     closed.swap(backward_);
+    calls.swap(backwardCalls_);
   }
+  for (const auto& [instance, layer] : calls) {
+    attributor_.hostEnded(instance, layer, Phase::kBackward);
+    hostEnds_.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (closed.empty()) return;
   std::lock_guard<std::mutex> lock(pendingMutex_);
   for (auto& [instance, p] : closed) {
     if (p.span.start == nullptr) {
@@ -228,7 +246,20 @@ std::vector<CallRecord> GpuTimer::collect(bool final) {
     std::lock_guard<std::mutex> lock(pendingMutex_);
     pending_.insert(pending_.begin(), still.begin(), still.end());
   }
-  if (cuptiStarted_ && !cuptiYielded_) activity_->flush(final);
+  if (cuptiStarted_ && !cuptiYielded_) {
+    activity_->flush(final);
+    // A CUPTI that delivers nothing while attention calls keep ending has gone to another tool
+    // (or never worked here, as under some sandboxes): events from now on.
+    const uint64_t delivered = attributor_.counters().delivered;
+    const uint64_t ends = hostEnds_.load(std::memory_order_relaxed);
+    if (delivered != deliveredSeen_) {
+      deliveredSeen_ = delivered;
+      hostEndsAtDelivery_ = ends;
+    } else if (!final && ends - hostEndsAtDelivery_ >= options_.silentAfterCalls) {
+      yieldCupti("CUPTI delivered no records for " + std::to_string(ends - hostEndsAtDelivery_) +
+                 " attention calls");
+    }
+  }
   return attributor_.endRound(final);
 }
 
@@ -245,6 +276,11 @@ GpuStatus GpuTimer::status() const {
   s.kernelsAttributed = c.attributed;
   s.recordsUnattributed = c.unattributed;
   s.recordsLate = c.late;
+  s.recordsOutside = c.outside;
+  s.recordsInFlightAtStop = c.inFlight;
+  s.callsInFlightAtStop = c.callsInFlight;
+  s.callsGivenUp = c.callsGivenUp;
+  s.recordsSideStream = c.sideStream;
   s.spansResolved = spansResolved_.load();
   s.spansDropped = spansDropped_.load();
   s.spansCapturing = spansCapturing_.load();

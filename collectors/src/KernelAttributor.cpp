@@ -53,46 +53,70 @@ AttentionBackend KernelAttributor::backendOf(const char* name) {
 
 void KernelAttributor::setOptions(bool spans, bool kernels) {
   std::lock_guard<std::mutex> lock(mutex_);
+  if (options_.kernels && !kernels) {
+    // CUPTI was given up: calls that waited for records will not get them.
+    for (auto it = calls_.begin(); it != calls_.end();) {
+      if (it->second.spanNs >= 0 && spans) {
+        ++it;
+        continue;
+      }
+      if (it->second.layer >= 0) ++counters_.callsInFlight;
+      it = calls_.erase(it);
+    }
+    correlations_.clear();
+    unmatched_.clear();
+  }
   options_.spans = spans;
   options_.kernels = kernels;
 }
 
-void KernelAttributor::addRecord(const ActivityRecord& r) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (r.kind == ActivityRecord::Kind::kExternalCorrelation) {
-    correlation_[r.correlationId] = {r.externalId, round_};
-    return;
-  }
-  const uint64_t ns = r.endNs > r.startNs ? r.endNs - r.startNs : 0;
-  const bool kernel = r.kind == ActivityRecord::Kind::kKernel;
-  const AttentionBackend backend = kernel ? backendOf(r.name) : AttentionBackend::kMath;
-  const auto it = correlation_.find(r.correlationId);
-  if (it != correlation_.end()) {
-    attribute(it->second.first, ns, backend, kernel);
-    return;
-  }
-  if (unmatched_.size() >= options_.maxUnmatched) {
-    ++counters_.unattributed;  // bounded: the newest waits no longer
-    return;
-  }
-  unmatched_.push_back(Unmatched{r.correlationId, ns, round_, backend, kernel});
+KernelAttributor::Call* KernelAttributor::callOf(uint64_t externalId) {
+  const DeviceKey key = unpackExternalId(externalId);
+  return openCall(key.instance, key.layer, key.phase);
 }
 
-void KernelAttributor::attribute(uint64_t externalId, uint64_t ns, AttentionBackend backend,
-                                 bool kernel) {
-  const DeviceKey key = unpackExternalId(externalId);
-  const uint64_t k = callKey(key.instance, key.phase);
-  if (folded_.count(k) != 0) {
+// An API call's external id and its API record are both in: it belongs to its call.
+void KernelAttributor::link(uint32_t correlationId, Correlation& c) {
+  Call* call = callOf(c.externalId);
+  if (call == nullptr) {
     ++counters_.late;
     return;
   }
-  Call& c = calls_[k];
-  c.layer = key.layer;
-  c.phase = key.phase;
+  call->correlations.push_back(correlationId);
+  bool seen = false;
+  for (auto& [thread, high] : call->threads) {
+    if (thread != c.thread) continue;
+    high = std::max(high, correlationId);
+    seen = true;
+  }
+  if (!seen) call->threads.emplace_back(c.thread, correlationId);
+  if (c.launches && !c.gotWork) {
+    ++call->pending;
+    c.counted = true;
+  }
+}
+
+void KernelAttributor::work(uint32_t correlationId, Correlation& c, uint64_t ns,
+                            AttentionBackend backend, bool kernel, uint32_t stream) {
+  Call* call = callOf(c.externalId);
+  if (call == nullptr) {
+    ++counters_.late;
+    return;
+  }
+  if (c.counted && !c.gotWork) --call->pending;
+  if (!c.api && !c.gotWork) call->correlations.push_back(correlationId);  // forgotten with it
+  c.gotWork = true;
+  if (!call->streamKnown) {
+    call->stream = stream;
+    call->streamKnown = true;
+  } else if (options_.spans && stream != call->stream) {
+    ++counters_.sideStream;  // not what the call's events time
+    return;
+  }
+  const DeviceKey key = unpackExternalId(c.externalId);
   const int kind = std::min(static_cast<int>(key.kind), kNumOpKinds - 1);
-  c.ns[kind] += static_cast<int64_t>(ns);
-  c.records[kind] += 1;
-  c.lastTouch = round_;
+  call->ns[kind] += static_cast<int64_t>(ns);
+  call->records[kind] += 1;
   ++counters_.attributed;
   if (kernel) {
     if (backends_.size() <= static_cast<size_t>(key.layer)) backends_.resize(key.layer + 1);
@@ -100,87 +124,195 @@ void KernelAttributor::attribute(uint64_t externalId, uint64_t ns, AttentionBack
   }
 }
 
-void KernelAttributor::addSpan(uint64_t instance, int32_t layer, Phase phase, int64_t ns) {
+void KernelAttributor::addRecord(const ActivityRecord& r) {
   std::lock_guard<std::mutex> lock(mutex_);
+  ++counters_.delivered;
+  if (r.kind == ActivityRecord::Kind::kApi) {
+    uint32_t& high = threadHigh_[r.threadId];
+    high = std::max(high, r.correlationId);
+    const auto it = correlations_.find(r.correlationId);
+    if (it == correlations_.end()) {
+      // Its external id, if any, comes with it in the same flush; kept one round.
+      correlations_[r.correlationId] =
+          Correlation{0, false, true, r.launchesWork, false, false, r.threadId, round_};
+      return;
+    }
+    Correlation& c = it->second;
+    c.api = true;
+    c.launches = r.launchesWork;
+    c.thread = r.threadId;
+    if (c.hasExternal) link(r.correlationId, c);
+    return;
+  }
+  if (r.kind == ActivityRecord::Kind::kExternalCorrelation) {
+    Correlation& c = correlations_[r.correlationId];
+    if (c.hasExternal) return;
+    c.externalId = r.externalId;
+    c.hasExternal = true;
+    c.round = round_;
+    if (c.api) link(r.correlationId, c);
+    return;
+  }
+  if (r.endNs == 0 || r.endNs < r.startNs) {
+    ++counters_.inFlight;  // handed over by a forced flush before the device ran it
+    return;
+  }
+  const uint64_t ns = r.endNs - r.startNs;
+  const bool kernel = r.kind == ActivityRecord::Kind::kKernel;
+  const AttentionBackend backend = kernel ? backendOf(r.name) : AttentionBackend::kMath;
+  const auto it = correlations_.find(r.correlationId);
+  if (it != correlations_.end() && it->second.hasExternal) {
+    work(r.correlationId, it->second, ns, backend, kernel, r.streamId);
+  } else if (it != correlations_.end() && it->second.api && it->second.round < round_) {
+    ++counters_.outside;  // its API record came in an earlier flush, without an id of ours
+  } else if (foldedCorrelations_.count(r.correlationId) != 0) {
+    ++counters_.late;
+  } else if (unmatched_.size() >= options_.maxPending) {
+    ++counters_.unattributed;  // bounded: the newest waits no longer
+  } else {
+    unmatched_.push_back(Unmatched{r.correlationId, ns, backend, kernel, r.streamId});
+  }
+}
+
+KernelAttributor::Call* KernelAttributor::openCall(uint64_t instance, int32_t layer, Phase phase) {
   const uint64_t k = callKey(instance & kInstanceMask, phase);
-  if (folded_.count(k) != 0) return;
+  if (folded_.count(k) != 0) return nullptr;
   Call& c = calls_[k];
   c.layer = layer;
   c.phase = phase;
-  c.spanNs = ns;
-  c.lastTouch = round_;
+  return &c;
+}
+
+void KernelAttributor::hostEnded(uint64_t instance, int32_t layer, Phase phase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Call* c = openCall(instance, layer, phase);
+  if (c == nullptr) return;
+  c->hostEnded = true;
+  c->foldsAtEnd = folds_;
+  c->openAtEnd = calls_.size();
+}
+
+void KernelAttributor::addSpan(uint64_t instance, int32_t layer, Phase phase, int64_t ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Call* c = openCall(instance, layer, phase);
+  if (c != nullptr) c->spanNs = ns;
 }
 
 void KernelAttributor::spanMissing(uint64_t instance, Phase phase) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto it = calls_.find(callKey(instance & kInstanceMask, phase));
-  if (it != calls_.end()) {
-    if (it->second.spanNs == -1) it->second.spanNs = -2;
-    return;
-  }
-  // No record yet: remember that no span will come.
-  Call& c = calls_[callKey(instance & kInstanceMask, phase)];
+  const uint64_t k = callKey(instance & kInstanceMask, phase);
+  if (folded_.count(k) != 0) return;
+  Call& c = calls_[k];  // layer stays -1 until a record or the host end names it
   c.phase = phase;
-  c.layer = -1;  // set by the first record; a call with neither is dropped at fold
-  c.spanNs = -2;
-  c.lastTouch = round_;
+  if (c.spanNs == -1) c.spanNs = -2;
+}
+
+bool KernelAttributor::sealed(const Call& c) const {
+  if (c.threads.empty()) return false;
+  for (const auto& [thread, high] : c.threads) {
+    const auto it = threadHigh_.find(thread);
+    if (it == threadHigh_.end() || it->second <= high) return false;
+  }
+  return true;
 }
 
 bool KernelAttributor::complete(const Call& c) const {
   if (options_.spans && c.spanNs == -1) return false;
-  if (options_.kernels && c.lastTouch + static_cast<uint64_t>(options_.quietRounds) > round_)
-    return false;
+  if (options_.kernels && !(c.hostEnded && c.pending == 0 && sealed(c))) return false;
   return true;
 }
 
-void KernelAttributor::fold(const Call& c, std::vector<CallRecord>* out) const {
+void KernelAttributor::remember(uint64_t key, const Call& c) {
+  constexpr size_t kCalls = size_t{1} << 16;
+  constexpr size_t kCorrelations = size_t{1} << 18;
+  folded_.insert(key);
+  foldedOrder_.push_back(key);
+  if (foldedOrder_.size() > kCalls) {
+    folded_.erase(foldedOrder_.front());
+    foldedOrder_.pop_front();
+  }
+  for (const uint32_t id : c.correlations) {
+    correlations_.erase(id);
+    foldedCorrelations_.insert(id);
+    foldedCorrelationOrder_.push_back(id);
+  }
+  while (foldedCorrelationOrder_.size() > kCorrelations) {
+    foldedCorrelations_.erase(foldedCorrelationOrder_.front());
+    foldedCorrelationOrder_.pop_front();
+  }
+}
+
+void KernelAttributor::fold(uint64_t key, Call& c, std::vector<CallRecord>* out) {
+  remember(key, c);
+  ++folds_;
   if (c.layer < 0) return;
+  int64_t sum = 0;
+  uint32_t records = 0;
   CallRecord r;
   r.layer = c.layer;
   r.phase = c.phase;
-  int64_t sum = 0;
   for (int k = 0; k < kNumOpKinds; ++k) {
     r.kinds[k].ns = c.ns[k];
     r.kinds[k].ops = c.records[k];
     sum += c.ns[k];
+    records += c.records[k];
   }
+  if (c.spanNs < 0 && records == 0) return;  // nothing ran on the device for it
   r.ns = c.spanNs >= 0 ? c.spanNs : sum;
   out->push_back(r);
 }
 
 std::vector<CallRecord> KernelAttributor::endRound(bool final) {
   std::lock_guard<std::mutex> lock(mutex_);
-  // Records that waited for their correlation record: matched now, or given up after a round.
+  // Device records that came before their correlation: matched now, outside attention (their
+  // API record came without an id of ours), or still waiting.
   std::vector<Unmatched> still;
   for (const Unmatched& u : unmatched_) {
-    const auto it = correlation_.find(u.correlationId);
-    if (it != correlation_.end()) {
-      attribute(it->second.first, u.ns, u.backend, u.kernel);
-    } else if (!final && u.round == round_) {
-      still.push_back(u);
-    } else {
+    const auto it = correlations_.find(u.correlationId);
+    if (it != correlations_.end() && it->second.hasExternal) {
+      work(u.correlationId, it->second, u.ns, u.backend, u.kernel, u.stream);
+    } else if (it != correlations_.end() && it->second.api) {
+      ++counters_.outside;
+    } else if (foldedCorrelations_.count(u.correlationId) != 0) {
+      ++counters_.late;
+    } else if (final) {
       ++counters_.unattributed;
+    } else {
+      still.push_back(u);
     }
   }
   unmatched_.swap(still);
+  // API calls outside attention: their external id would have come in the same flush.
+  for (auto it = correlations_.begin(); it != correlations_.end();) {
+    const Correlation& c = it->second;
+    const bool outside = c.api && !c.hasExternal && (!c.launches || c.round < round_);
+    it = outside || final ? correlations_.erase(it) : std::next(it);
+  }
   std::vector<CallRecord> out;
   for (auto it = calls_.begin(); it != calls_.end();) {
-    if (final || complete(it->second)) {
-      fold(it->second, &out);
-      folded_[it->first] = round_;
+    Call& c = it->second;
+    bool done = complete(c);
+    if (!done && options_.kernels && c.hostEnded &&
+        folds_ - c.foldsAtEnd >= c.openAtEnd + options_.giveUpAfter &&
+        (!options_.spans || c.spanNs != -1)) {
+      ++counters_.callsGivenUp;  // calls that ended after it folded: nothing more will come
+      done = true;
+    }
+    if (!done && final) {
+      if (options_.kernels && c.pending > 0) {
+        if (c.layer >= 0) ++counters_.callsInFlight;
+        remember(it->first, c);
+        it = calls_.erase(it);
+        continue;
+      }
+      done = true;
+    }
+    if (done) {
+      fold(it->first, c, &out);
       it = calls_.erase(it);
     } else {
       ++it;
     }
-  }
-  // Forget correlations and folded calls that can no longer matter (a launch's records arrive
-  // within a round or two of it).
-  const uint64_t keep = static_cast<uint64_t>(options_.quietRounds) + 2;
-  for (auto it = correlation_.begin(); it != correlation_.end();) {
-    it = it->second.second + keep < round_ ? correlation_.erase(it) : std::next(it);
-  }
-  for (auto it = folded_.begin(); it != folded_.end();) {
-    it = it->second + keep < round_ ? folded_.erase(it) : std::next(it);
   }
   ++round_;
   return out;
@@ -194,6 +326,14 @@ KernelAttributor::Counters KernelAttributor::counters() const {
 std::vector<std::array<uint64_t, kNumAttentionBackends>> KernelAttributor::backends() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return backends_;
+}
+
+size_t activityBufferBytes(double bytesPerSecond) {
+  constexpr size_t kMin = size_t{64} << 10;
+  constexpr size_t kMax = size_t{4} << 20;
+  size_t bytes = kMin;
+  while (bytes < kMax && static_cast<double>(bytes) < bytesPerSecond / 10) bytes *= 2;
+  return bytes;
 }
 
 }  // namespace attnscope

@@ -405,7 +405,8 @@ const std::vector<Setting>& settings() {
           "how ranks' figures come together; auto is local for one rank, else gloo when a group "
           "was handed in (Python's attach forms a Gloo side group), else store",
           "[AGGREGATION.md](AGGREGATION.md); `gloo` needs a group handed in, `store` only the "
-          "job's store, `nccl` a CUDA LibTorch, `mpi` a build with MPI"),
+          "job's store, `mpi` a build with MPI; `nccl` is refused at start-up (why: "
+          "AGGREGATION.md)"),
       floatSetting<&Config::stragglerThreshold>(kEnvStragglerThreshold, 1.01, 100,
                                                 "a straggler's attention time per step exceeds "
                                                 "threshold x the median of the other ranks..."),

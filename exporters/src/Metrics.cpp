@@ -232,7 +232,8 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
   MetricFamily fallback =
       family("attnscope_gpu_timing_fallback",
              "1 when the source in use is not the one asked for (CUPTI held by another "
-             "subscriber, no GPU); the reason is logged and in the summary",
+             "tool, failed to initialise or gone silent; no GPU); the reason is logged and in "
+             "the summary",
              MetricType::Gauge);
   addValue(&fallback, base, g.fallbackReason.empty() ? 0 : 1);
   out->push_back(std::move(fallback));
@@ -244,8 +245,22 @@ void addGpu(std::vector<MetricFamily>* out, const Labels& base, const RankMetric
   };
   counter("attnscope_gpu_kernels_attributed_total",
           "Kernel, memcpy and memset records given to a layer", g.kernelsAttributed);
-  counter("attnscope_gpu_records_unattributed_total", "Device records outside attention calls",
-          g.recordsUnattributed);
+  counter("attnscope_gpu_records_unattributed_total",
+          "Device records whose CUPTI correlation record never came", g.recordsUnattributed);
+  counter("attnscope_gpu_records_outside_total", "Device records of work outside attention calls",
+          g.recordsOutside);
+  counter("attnscope_gpu_records_late_total", "Device records of a call already folded",
+          g.recordsLate);
+  counter("attnscope_gpu_calls_given_up_total",
+          "Attention calls folded without all their device records (CUPTI lost some)",
+          g.callsGivenUp);
+  counter("attnscope_gpu_calls_in_flight_at_stop_total",
+          "Attention calls left out: their work was still on the device when attnscope stopped "
+          "or left CUPTI",
+          g.callsInFlightAtStop);
+  counter("attnscope_gpu_records_side_stream_total",
+          "With both: device records on another stream than their call's events, left out of it",
+          g.recordsSideStream);
   counter("attnscope_gpu_cupti_records_dropped_total", "Records CUPTI could not store",
           g.cuptiRecordsDropped);
   counter("attnscope_gpu_spans_dropped_total",

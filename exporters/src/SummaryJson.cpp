@@ -302,7 +302,13 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   out << "    \"dropped_calls\": " << run.droppedCalls << ",\n";
   out << "    \"overhead_seconds\": ";
   writeNumber(out, run.overheadSeconds, "%.6f");
-  out << "\n  },\n";
+  out << ",\n    \"gpu_timing\": {\"source\": ";
+  writeString(out, run.gpuTiming);
+  out << ", \"requested\": ";
+  writeString(out, run.gpuTimingRequested);
+  out << ", \"fallback_reason\": ";
+  writeString(out, run.gpuTimingFallback);
+  out << "}\n  },\n";
   writeLayers(out, stats, "  ");
   out << ",\n";
   writeDiscovery(out, run);

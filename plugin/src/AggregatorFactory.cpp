@@ -68,7 +68,7 @@ c10::intrusive_ptr<c10d::Store> openStore(const Topology& t, const StoreSource& 
 bool aggregationAvailable(Aggregation aggregation) {
   switch (aggregation) {
     case Aggregation::kNccl:
-      return ATTNSCOPE_WITH_NCCL != 0;  // ProcessGroupNCCL needs a CUDA LibTorch
+      return false;  // kNcclRefused
     case Aggregation::kMpi:
       return ATTNSCOPE_WITH_MPI != 0;
     default:
@@ -77,15 +77,17 @@ bool aggregationAvailable(Aggregation aggregation) {
 }
 
 std::string aggregationUnavailableMessage(Aggregation aggregation) {
-  const char* why =
-      aggregation == Aggregation::kNccl ? "LibTorch without CUDA/NCCL" : "built without MPI";
   std::string allowed = "auto";
   for (Aggregation a : {Aggregation::kGloo, Aggregation::kStore, Aggregation::kLocal,
-                        Aggregation::kNone, Aggregation::kMpi, Aggregation::kNccl}) {
+                        Aggregation::kNone, Aggregation::kMpi}) {
     if (aggregationAvailable(a)) allowed += std::string(", ") + aggregationName(a);
   }
-  return std::string(kEnvAggregation) + "=\"" + aggregationName(aggregation) +
-         "\" is not available in this build (" + why + "); allowed: " + allowed;
+  const std::string head =
+      std::string(kEnvAggregation) + "=\"" + aggregationName(aggregation) + "\" is not ";
+  if (aggregation == Aggregation::kNccl) {
+    return head + "supported (" + kNcclRefused + "); allowed: " + allowed;
+  }
+  return head + "available in this build (built without MPI); allowed: " + allowed;
 }
 
 AggregatorFactory aggregatorFactory(const Config& config, const Topology& topology,
@@ -117,7 +119,7 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
                               << topology.worldSize
                               << " ranks through the store "
                                  "(no process group handed in): its host's traffic grows with the "
-                                 "square of the world; hand in a Gloo or NCCL side group, or use "
+                                 "square of the world; hand in a Gloo side group, or use "
                                  "ATTNSCOPE_AGGREGATION=mpi (docs/AGGREGATION.md)");
           }
           return std::make_unique<StoreAggregator>(openStore(topology, source, timeout, storePort),
@@ -140,7 +142,7 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
           return nullptr;
         }
         return C10dAggregator::group(source.group, openStore(topology, source, timeout, storePort),
-                                     topology.localRank, timeout);
+                                     timeout, error);
       case Aggregation::kStore:
         if (topology.worldSize == 1) return std::make_unique<LocalAggregator>();
         return std::make_unique<StoreAggregator>(openStore(topology, source, timeout, storePort),
@@ -153,13 +155,8 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
         return nullptr;
 #endif
       case Aggregation::kNccl:
-#if ATTNSCOPE_WITH_NCCL
-        return C10dAggregator::nccl(openStore(topology, source, timeout, storePort), topology.rank,
-                                    topology.worldSize, topology.localRank, timeout);
-#else
-        *error = "this build has no NCCL";
+        *error = kNcclRefused;
         return nullptr;
-#endif
     }
   } catch (const std::exception& e) {
     *error = firstLine(e.what());

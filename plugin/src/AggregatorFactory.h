@@ -35,7 +35,7 @@ std::unique_ptr<Aggregator> createAggregator(Aggregation aggregation, const Topo
 AggregatorFactory aggregatorFactory(const Config& config, const Topology& topology,
                                     StoreSource source);
 
-// True when this build has the backend (nccl needs a CUDA LibTorch, mpi needs MPI).
+// True when this build has the backend (mpi needs MPI; nccl is never available: kNcclRefused).
 bool aggregationAvailable(Aggregation aggregation);
 // The start-up error for a backend this build lacks, naming the variable and what is allowed.
 std::string aggregationUnavailableMessage(Aggregation aggregation);

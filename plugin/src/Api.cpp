@@ -122,7 +122,7 @@ std::string summaryJson() {
   if (s == nullptr) return SummaryJson::render(RunInfo(), StatsTable());
   ClusterReport cluster;
   const bool haveCluster = s->clusterReport(&cluster);
-  return SummaryJson::render(s->recorder().runInfo(), s->recorder().statistics(),
+  return SummaryJson::render(s->runInfo(), s->recorder().statistics(),
                              haveCluster ? &cluster : nullptr);
 }
 

@@ -52,6 +52,7 @@ void GpuCollection::start() {
     std::lock_guard<std::mutex> lock(gTestingMutex);
     if (testingLayers()) {
       GpuLayers layers = testingLayers()();
+      stream_ = layers.stream;
       timer_ = std::make_unique<GpuTimer>(std::move(layers.events), std::move(layers.activity),
                                           layers.stream, GpuTimer::Options());
     }
@@ -76,9 +77,9 @@ void GpuCollection::start() {
       if (!activity && !activityWhy.empty())
         ATTNSCOPE_LOG(kInfo, "CUPTI unavailable: " << activityWhy);
     }
-    timer_ =
-        std::make_unique<GpuTimer>(std::move(events), std::move(activity),
-                                   stream != nullptr ? stream : &noStream, GpuTimer::Options());
+    stream_ = stream != nullptr ? stream : &noStream;
+    timer_ = std::make_unique<GpuTimer>(std::move(events), std::move(activity), stream_,
+                                        GpuTimer::Options());
     timer_->start(config_.gpuTiming, unavailable.empty() && kinetoProfilerRunning(), unavailable);
   }
   active_ = timer_->source() != GpuTiming::kOff;
@@ -88,6 +89,8 @@ void GpuCollection::start() {
 void GpuCollection::stepEnded() {
   if (!active_) return;
   timer_->closeBackward();  // the step's backward spans are complete on the host
+  const int device = stream_().device;
+  if (device >= 0) timer_->noteDevice(device);
   if (timer_->usesCupti() && kinetoProfilerRunning()) timer_->profilerStarted();
 }
 
@@ -97,7 +100,7 @@ void GpuCollection::loop() {
     {
       std::unique_lock<std::mutex> lock(wakeMutex_);
       if (wake_.wait_for(lock, std::chrono::milliseconds(200), [this] { return stopping_; })) {
-        return;
+        break;
       }
     }
     try {
@@ -110,26 +113,33 @@ void GpuCollection::loop() {
       }
     } catch (const std::exception& e) {
       ATTNSCOPE_LOG(kError, "GPU collection failed, device timing stops: " << e.what());
-      return;
+      break;
     }
   }
+  // The final collection and CUPTI's release run here, on attnscope's thread.
+  bool profilerRunning;
+  {
+    std::lock_guard<std::mutex> lock(wakeMutex_);
+    profilerRunning = profilerAtStop_;
+  }
+  try {
+    addDeviceCalls(timer_->collect(/*final=*/true));  // what the device has finished by now
+  } catch (const std::exception& e) {
+    ATTNSCOPE_LOG(kError, "GPU collection at stop failed: " << e.what());
+  }
+  timer_->stop(profilerRunning);
 }
 
 void GpuCollection::stop() {
   if (!active_) return;
+  const bool profilerRunning = kinetoProfilerRunning();  // the profiler's state is per thread
   {
     std::lock_guard<std::mutex> lock(wakeMutex_);
     stopping_ = true;
+    profilerAtStop_ = profilerRunning;
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  try {
-    // What the device has finished by now; nothing is waited for.
-    addDeviceCalls(timer_->collect(/*final=*/true));
-  } catch (const std::exception& e) {
-    ATTNSCOPE_LOG(kError, "GPU collection at stop failed: " << e.what());
-  }
-  timer_->stop();
 }
 
 void GpuCollection::addDeviceCalls(const std::vector<CallRecord>& calls) {
@@ -157,7 +167,7 @@ GpuStatus GpuCollection::status(const std::vector<std::string>& layerNames) {
   if (!timer_) s.requested = config_.gpuTiming;
   {
     std::lock_guard<std::mutex> lock(statsMutex_);
-    s.device = allocator_.device;
+    s.device = allocator_.device >= 0 ? allocator_.device : (timer_ ? timer_->lastDevice() : -1);
     s.allocatedBytes = allocator_.allocatedBytes;
     s.reservedBytes = allocator_.reservedBytes;
     s.peakAllocatedBytes = allocator_.peakAllocatedBytes;

@@ -32,9 +32,13 @@ class GpuCollection {
   void start();
   // The timer while device timing runs, else null.
   GpuTimer* active() const { return active_ ? timer_.get() : nullptr; }
-  // A step ended: its backward spans are complete on the host.
+  // A step ended (training thread): its backward spans are complete on the host; notes the
+  // device in use (for the allocator's figures, whatever the source) and whether torch.profiler
+  // started.
   void stepEnded();
-  // Stops the thread and collects what the device has finished, waiting for nothing.
+  // Stops the thread, which collects what the device has finished (waiting for nothing) and
+  // gives CUPTI back before it ends: the caller's thread (the training thread) is left as it
+  // was, no device set, no capture mode changed.
   void stop();
 
   StatsTable deviceStatistics();
@@ -49,6 +53,7 @@ class GpuCollection {
   const Config& config_;
   Recorder& recorder_;
   std::unique_ptr<GpuTimer> timer_;
+  CurrentStreamFn stream_ = nullptr;
   bool active_ = false;
   std::mutex statsMutex_;
   StatsTable deviceStats_;
@@ -56,6 +61,7 @@ class GpuCollection {
   std::mutex wakeMutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool profilerAtStop_ = false;  // torch.profiler was running on the thread that stopped us
   std::thread thread_;
 };
 

@@ -82,6 +82,18 @@ void Session::step(bool explicitCall) {
   recorder_.addOverheadTicks(ticks() - t0);
 }
 
+static void setGpuTiming(const GpuStatus& gpu, RunInfo* run) {
+  run->gpuTiming = gpuTimingName(gpu.source);
+  run->gpuTimingRequested = gpuTimingName(gpu.requested);
+  run->gpuTimingFallback = gpu.fallbackReason;
+}
+
+RunInfo Session::runInfo() {
+  RunInfo run = recorder_.runInfo();
+  setGpuTiming(gpu_.status({}), &run);
+  return run;
+}
+
 RoundSnapshot Session::snapshot(const SnapshotRequest& request) {
   RoundSnapshot s = recorder_.snapshot(request);
   s.gpu = gpu_.status(s.layerNames);
@@ -105,6 +117,7 @@ bool Session::clusterReport(ClusterReport* out) {
 void Session::finish() {
   Observer::setGlobalCallbacks(false, false);
   CpuAllocatorTracker::setEnabled(false);
+  const GpuStatus gpu = gpu_.status({});  // the source in use, before stop() turns it off
   gpu_.stop();
   recorder_.finish();
   // The last round (bounded by the round timeout) sees everything up to here.
@@ -112,7 +125,8 @@ void Session::finish() {
     cluster_ = std::make_unique<ClusterReport>(reporter_->report());
     reporter_.release();  // its threads still use it: left allocated, like retired sessions
   }
-  const RunInfo run = recorder_.runInfo();
+  RunInfo run = recorder_.runInfo();
+  setGpuTiming(gpu, &run);
   const StatsTable stats = recorder_.statistics();
   ClusterReport cluster;
   const bool haveCluster = clusterReport(&cluster);

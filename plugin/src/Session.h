@@ -37,6 +37,8 @@ class Session final : public RoundSource {
 
   // Rank 0's cross-rank picture, when a reporter runs.
   bool clusterReport(ClusterReport* out);
+  // The recorder's run metadata with the GPU timing source (and its fallback reason) filled in.
+  RunInfo runInfo();
   void setReporter(std::unique_ptr<Reporter> reporter);
 
   // RoundSource (the reporter thread): the recorder's part under its one lock, then the GPU's.

@@ -27,7 +27,6 @@ class GpuTimerTest : public ::testing::Test {
                                  size_t poolCapacity = 64) {
     GpuTimer::Options options;
     options.eventPoolCapacity = poolCapacity;
-    options.quietRounds = 2;
     return std::make_unique<GpuTimer>(
         withEvents ? std::make_unique<FakeGpuEventApi>(&events_) : nullptr,
         withActivity ? std::make_unique<FakeGpuActivityApi>(&activity_) : nullptr,
@@ -50,8 +49,10 @@ class GpuTimerTest : public ::testing::Test {
     t.callEnd(&span, instance, layer, phase);
   }
 
-  // Runs reporter rounds until the device has finished and the timer returned something.
+  // Runs reporter rounds once the device has finished and the training thread went on (a later
+  // CUDA API call of it, as training makes).
   std::vector<CallRecord> drain(GpuTimer& t, int rounds = 4) {
+    FakeGpuDevice::instance().apiCall();
     FakeGpuDevice::instance().finishAll();
     std::vector<CallRecord> all;
     for (int i = 0; i < rounds; ++i) {
@@ -164,12 +165,22 @@ TEST_F(GpuTimerTest, ProfilerStartedMidRunSwitchesToEventsAndLeavesCuptiToIt) {
   t->profilerStarted();
   EXPECT_EQ(t->source(), GpuTiming::kEvents);
   EXPECT_EQ(t->status().fallbackReason,
-            "torch.profiler started while attnscope held CUPTI; using CUDA events from now on");
+            "torch.profiler started while attnscope used CUPTI; using CUDA events from now on");
   const int pushes = activity_.pushes;
   forwardCall(*t, 1, 0, {{OpKind::kSoftmax, 100}});
   EXPECT_EQ(activity_.pushes, pushes) << "no more ids pushed";
-  t->stop();
-  EXPECT_FALSE(activity_.stopped) << "stopping CUPTI now would stop the profiler's trace";
+  t->stop(/*profilerRunning=*/true);
+  EXPECT_TRUE(FakeGpuDevice::instance().cupti.enabled)
+      << "disabling CUPTI's kinds now would empty the profiler's trace";
+}
+
+TEST_F(GpuTimerTest, CuptiIsGivenBackAtStopOnceTheProfilerThatTookItIsDone) {
+  auto t = make();
+  t->start(GpuTiming::kAuto, false, "");
+  t->profilerStarted();
+  t->stop(/*profilerRunning=*/false);
+  EXPECT_TRUE(activity_.stopped) << "what attnscope enabled stays enabled for the process";
+  EXPECT_FALSE(FakeGpuDevice::instance().cupti.enabled);
 }
 
 // --- CUDA events --------------------------------------------------------------------------------
@@ -298,7 +309,8 @@ TEST_F(GpuTimerTest, KernelTimeIsAttributedPerOpKindExactly) {
   EXPECT_EQ(activity_.pushes, activity_.pops);
   EXPECT_TRUE(FakeGpuDevice::instance().idStack.empty());
   EXPECT_EQ(t->status().kernelsAttributed, 5u);
-  EXPECT_EQ(t->status().recordsUnattributed, 1u);
+  EXPECT_EQ(t->status().recordsOutside, 1u) << "the kernel launched outside attention";
+  EXPECT_EQ(t->status().recordsUnattributed, 0u);
 }
 
 TEST_F(GpuTimerTest, RecordsInEitherOrderAttributeTheSame) {
@@ -355,7 +367,7 @@ TEST_F(GpuTimerTest, BothSourcesAgreeWhenKernelsRunBackToBack) {
 TEST_F(GpuTimerTest, DroppedRecordsAreReported) {
   auto t = make();
   t->start(GpuTiming::kCupti, false, "");
-  activity_.dropped = 17;
+  FakeGpuDevice::instance().cupti.dropped = 17;
   EXPECT_EQ(t->status().cuptiRecordsDropped, 17u);
   t->stop();
   EXPECT_TRUE(activity_.stopped);

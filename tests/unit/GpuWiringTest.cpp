@@ -30,6 +30,8 @@ class GpuWiringTest : public ::testing::Test {
  protected:
   void SetUp() override {
     FakeGpuDevice::instance().reset();
+    events_ = FakeGpuEventApi::State();
+    activity_ = FakeGpuActivityApi::State();
     activity_.kernelPerPopNs = kKernelNs;
     detail::setGpuLayersForTesting([this] {
       detail::GpuLayers layers;
@@ -65,8 +67,10 @@ class GpuWiringTest : public ::testing::Test {
     }
   }
 
-  // Lets the device finish and the collection thread (every 200 ms) fold every call.
+  // Lets the training thread go on (one more CUDA API call), the device finish and the
+  // collection thread (every 200 ms) fold every call.
   static StatsTable deviceTableWith(uint64_t callsPerCell, const std::vector<Phase>& phases) {
+    FakeGpuDevice::instance().apiCall();
     FakeGpuDevice::instance().finishAll();
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     StatsTable t;
@@ -85,8 +89,18 @@ class GpuWiringTest : public ::testing::Test {
     return t;
   }
 
-  FakeGpuEventApi::State events_;
-  FakeGpuActivityApi::State activity_;
+  // The layers handed in outlive the test: a stopped session is retired, not destroyed, and its
+  // timer (and the fakes in it) goes at exit. Their states therefore live as long as the process.
+  static FakeGpuEventApi::State& eventsState() {
+    static FakeGpuEventApi::State state;
+    return state;
+  }
+  static FakeGpuActivityApi::State& activityState() {
+    static FakeGpuActivityApi::State state;
+    return state;
+  }
+  FakeGpuEventApi::State& events_ = eventsState();
+  FakeGpuActivityApi::State& activity_ = activityState();
 };
 
 const PhaseStats* phaseOf(const StatsTable& t, const std::string& layer, Phase p) {
@@ -181,9 +195,48 @@ TEST_F(GpuWiringTest, TorchProfilerStartedLaterSwitchesToEventsAtTheNextStep) {
   torch::autograd::profiler::disableProfiler();
   EXPECT_EQ(s.source, GpuTiming::kEvents);
   EXPECT_EQ(s.fallbackReason,
-            "torch.profiler started while attnscope held CUPTI; using CUDA events from now on");
+            "torch.profiler started while attnscope used CUPTI; using CUDA events from now on");
+  startTorchProfiler();
+  stop();  // while the profiler still traces
+  torch::autograd::profiler::disableProfiler();
+  EXPECT_TRUE(activity_.stoppedWithProfiler) << "stop() saw the profiler of its caller's thread";
+  EXPECT_TRUE(FakeGpuDevice::instance().cupti.enabled) << "its kinds are left to the profiler";
+}
+
+TEST_F(GpuWiringTest, CuptiIsGivenBackAtStopOnceTheProfilerIsDone) {
+  start(config(GpuTiming::kAuto));
+  train(1);
+  startTorchProfiler();
+  step();
+  torch::autograd::profiler::disableProfiler();
   stop();
-  EXPECT_FALSE(activity_.stopped) << "CUPTI is the profiler's now";
+  EXPECT_TRUE(activity_.stopped);
+  EXPECT_FALSE(activity_.stoppedWithProfiler);
+  EXPECT_FALSE(FakeGpuDevice::instance().cupti.enabled) << "nothing left enabled by attnscope";
+}
+
+TEST_F(GpuWiringTest, TheDeviceInUseIsKnownUnderCuptiToo) {
+  start(config(GpuTiming::kAuto));
+  ASSERT_EQ(gpuStatus().source, GpuTiming::kCupti);
+  train(1);
+  EXPECT_EQ(gpuStatus().device, 0) << "the allocator's figures are read for this device";
+}
+
+TEST_F(GpuWiringTest, StopCollectsOnAttnscopesThreadNotTheCallers) {
+  start(config(GpuTiming::kBoth));
+  train(2);
+  size_t before;  // the device's clock stands still: every span is still pending at stop
+  {
+    std::lock_guard<std::recursive_mutex> lock(FakeGpuDevice::instance().mutex);
+    before = events_.threads.size();
+  }
+  stop();
+  ASSERT_GT(events_.threads.size(), before) << "the final collection read events back";
+  for (size_t i = before; i < events_.threads.size(); ++i) {
+    const std::thread::id id = events_.threads[i];
+    EXPECT_NE(id, std::this_thread::get_id())
+        << "the training thread's current device and capture mode are not attnscope's to change";
+  }
 }
 
 TEST_F(GpuWiringTest, UnsampledStepsTouchNoGpuLayer) {

@@ -460,6 +460,22 @@ TEST_F(ObserverTest, BadConfigurationThrowsAndInstallsNothing) {
   EXPECT_FALSE(at::hasGlobalCallbacks());
 }
 
+TEST_F(ObserverTest, NcclAggregationIsRefusedAtStartWithTheReason) {
+  Config c = quietConfig();
+  c.aggregation = Aggregation::kNccl;
+  try {
+    start(c);
+    ADD_FAILURE() << "start() accepted ATTNSCOPE_AGGREGATION=nccl";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("deadlock"), std::string::npos) << what;
+    EXPECT_NE(what.find("TORCH_NCCL_ASYNC_ERROR_HANDLING"), std::string::npos) << what;
+    EXPECT_NE(what.find("new_group(backend=\"gloo\")"), std::string::npos) << what;
+    EXPECT_EQ(what.find("nccl,"), std::string::npos) << "not among the allowed: " << what;
+  }
+  EXPECT_FALSE(isRunning());
+}
+
 TEST_F(ObserverTest, ScopesAreInertWhenNotRunningOrDisabled) {
   {
     AttentionScope scope("attn");

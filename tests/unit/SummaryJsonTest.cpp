@@ -460,6 +460,21 @@ TEST(SummaryJsonRenderTest, IsValidJsonWithSchemaAndRun) {
   EXPECT_EQ(run["step_source"].text, "step_calls");
   EXPECT_EQ(run["memory_reports"].number, 12345);
   EXPECT_EQ(run["dropped_calls"].number, 2);
+  EXPECT_EQ(run["gpu_timing"]["source"].text, "off");
+  EXPECT_EQ(run["gpu_timing"]["requested"].text, "auto");
+  EXPECT_EQ(run["gpu_timing"]["fallback_reason"].text, "");
+}
+
+TEST(SummaryJsonRenderTest, NamesTheGpuTimingFallback) {
+  RunInfo r = sampleRun();
+  r.gpuTiming = "events";
+  r.gpuTimingRequested = "auto";
+  r.gpuTimingFallback =
+      "CUPTI failed to initialise: CUPTI_ERROR_NOT_INITIALIZED; using CUDA events";
+  const Json t = parseOrFail(SummaryJson::render(r, StatsTable()))["run"]["gpu_timing"];
+  EXPECT_EQ(t["source"].text, "events");
+  EXPECT_EQ(t["requested"].text, "auto");
+  EXPECT_EQ(t["fallback_reason"].text, r.gpuTimingFallback);
 }
 
 TEST(SummaryJsonRenderTest, UnixTimestampsKeepSubSecondPrecision) {

@@ -9,8 +9,9 @@
 //
 // With only the store, attnscope aggregates through it (ATTNSCOPE_AGGREGATION=store, what auto
 // picks: fine for small worlds, docs/AGGREGATION.md). With `aggregationGroup`, a group made for
-// attnscope alone (a Gloo or NCCL side group, never the one the job trains on), it runs real
-// collectives on it. Python's attach makes that group itself (torch.distributed.new_group).
+// attnscope alone (a Gloo side group, never the one the job trains on; an NCCL group is refused),
+// it runs real collectives on it. Python's attach makes that group itself
+// (torch.distributed.new_group).
 
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

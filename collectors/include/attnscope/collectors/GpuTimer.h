@@ -37,7 +37,11 @@ class GpuTimer {
  public:
   struct Options {
     size_t eventPoolCapacity = 8192;  // events in flight at most (2 per call and phase)
-    int quietRounds = 2;
+    // CUPTI counts as silent (gone to another tool, or never delivering) when this many
+    // attention calls ended on the host since it last delivered a record. CUDA lets a stream
+    // queue about a thousand launches ahead of the device, so a working CUPTI delivers well
+    // within this many calls.
+    uint64_t silentAfterCalls = 4096;
   };
 
   GpuTimer(std::unique_ptr<GpuEventApi> events, std::unique_ptr<GpuActivityApi> activity,
@@ -52,7 +56,9 @@ class GpuTimer {
   //                              and CUPTI's activity API can be taken; else events, with the
   //                              reason logged once and kept in status().fallbackReason.
   void start(GpuTiming requested, bool profilerRunning, const std::string& unavailable);
-  void stop();
+  // Gives CUPTI back (disables what attnscope enabled, unless `profilerRunning`: torch.profiler
+  // took it over and its trace needs those kinds). Call after the final collect().
+  void stop(bool profilerRunning = false);
   GpuTiming source() const { return source_.load(std::memory_order_relaxed); }
   bool usesEvents() const {
     const GpuTiming s = source();
@@ -62,7 +68,7 @@ class GpuTimer {
     const GpuTiming s = source();
     return s == GpuTiming::kCupti || s == GpuTiming::kBoth;
   }
-  // torch.profiler began while attnscope held CUPTI: its records now go to Kineto, so attnscope
+  // torch.profiler began while attnscope used CUPTI: its records now go to Kineto, so attnscope
   // stops pushing ids and times calls with events from here on (logged once).
   void profilerStarted();
 
@@ -91,8 +97,11 @@ class GpuTimer {
   std::vector<CallRecord> collect(bool final);
   // Counters, source and fallback; backends[i] are layer id i's (names left empty).
   GpuStatus status() const;
-  // The device of the last call timed with events (-1: none yet).
+  // The device of the last call timed with events, or noted at a step's end (-1: none yet).
   int lastDevice() const { return lastDevice_.load(std::memory_order_relaxed); }
+  void noteDevice(int device) {
+    if (lastDevice_.load(std::memory_order_relaxed) != device) lastDevice_.store(device);
+  }
 
  private:
   struct Pending {
@@ -102,6 +111,8 @@ class GpuTimer {
     Phase phase;
   };
   void fallBack(GpuTiming to, const std::string& reason);
+  // Leaves CUPTI for events from the next call on (a profiler took it, or it went silent).
+  void yieldCupti(const std::string& reason);
   void queue(const Pending& p);
 
   std::unique_ptr<GpuEventApi> events_;
@@ -123,7 +134,12 @@ class GpuTimer {
   std::vector<Pending> pending_;
 
   std::mutex backwardMutex_;
-  std::unordered_map<uint64_t, Pending> backward_;  // open backward spans by call instance
+  std::unordered_map<uint64_t, Pending> backward_;       // open backward spans by call instance
+  std::unordered_map<uint64_t, int32_t> backwardCalls_;  // CUPTI: open backward calls' layers
+
+  std::atomic<uint64_t> hostEnds_{0};  // attention calls ended on the host (CUPTI)
+  uint64_t deliveredSeen_ = 0;         // collection thread: records delivered so far
+  uint64_t hostEndsAtDelivery_ = 0;    // ... and hostEnds_ when the last came
 
   std::atomic<uint64_t> spansResolved_{0};
   std::atomic<uint64_t> spansDropped_{0};

@@ -52,7 +52,7 @@ constexpr char kEnvAttentionExclude[] = "ATTNSCOPE_ATTENTION_EXCLUDE";
 enum class Aggregation : uint8_t {
   kAuto,   // local for a world of one; else gloo when a group was handed in, else store
   kGloo,   // a c10d group of attnscope's own handed in (Python's attach forms a Gloo side group)
-  kNccl,   // a dedicated c10d ProcessGroupNCCL (builds with CUDA LibTorch)
+  kNccl,   // refused at start-up: docs/AGGREGATION.md says why (kept to name it in the error)
   kMpi,    // MPI on a duplicated communicator
   kLocal,  // a world of one: this rank is the cluster
   kNone,   // per-rank figures only

@@ -21,11 +21,16 @@ struct GpuStatus {
   // (torch.profiler/Kineto, DCGM or Nsight)", "no CUDA device", ...); empty when it does not.
   std::string fallbackReason;
   // CUPTI
-  uint64_t cuptiRecordsDropped = 0;  // records CUPTI could not store (its own count)
-  uint64_t kernelsAttributed = 0;    // kernel, memcpy and memset records given to a layer
-  uint64_t recordsUnattributed = 0;  // device records without an attnscope correlation id
-                                     // (work outside attention calls)
-  uint64_t recordsLate = 0;          // records of a call that was already folded
+  uint64_t cuptiRecordsDropped = 0;    // records CUPTI could not store (its own count)
+  uint64_t kernelsAttributed = 0;      // kernel, memcpy and memset records given to a layer
+  uint64_t recordsUnattributed = 0;    // device records whose correlation record never came
+  uint64_t recordsOutside = 0;         // device records of work outside attention calls
+  uint64_t recordsLate = 0;            // records of a call that was already folded
+  uint64_t recordsInFlightAtStop = 0;  // device records still running when attnscope stopped
+  uint64_t callsInFlightAtStop = 0;    // calls left out at stop: work still on the device
+  uint64_t recordsSideStream = 0;      // with both: records on another stream than the call's own,
+                                       // left out of its cells as they are out of its span
+  uint64_t callsGivenUp = 0;           // calls folded without all their records (CUPTI lost some)
   // CUDA events
   uint64_t spansResolved = 0;   // event pairs read back
   uint64_t spansDropped = 0;    // calls not timed: the event pool was exhausted

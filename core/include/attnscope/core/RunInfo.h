@@ -43,6 +43,11 @@ struct RunInfo {
   uint64_t memoryReports = 0;  // allocator reports received
   uint64_t droppedCalls = 0;   // calls of layers beyond ATTNSCOPE_MAX_LAYERS
   double overheadSeconds = 0;  // attnscope's own time on the training threads
+  // Device timing (docs/GPU.md): the source in use, the one asked for, and why they differ
+  // (CUPTI held by another tool, failed to load or went silent; no device).
+  std::string gpuTiming = "off";
+  std::string gpuTimingRequested = "auto";
+  std::string gpuTimingFallback;
   // Roofline (ATTNSCOPE_ROOFLINE): the ceilings, the machine, and the shape capture's counts.
   bool roofline = false;
   Ceilings ceilings;
