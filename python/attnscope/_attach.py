@@ -411,6 +411,22 @@ def _marker_autograd():
     torch.library.register_autograd(lib + "layer_exit", exit_backward, setup_context=setup)
 
 
+def _watch_compiles():
+    """Dynamo's compile callbacks time compilation, from the first compiled tree on. Not at install:
+    importing torch._dynamo in every process before the script's own imports made jobs hang in
+    destroy_process_group (a Gloo work's thread-local state then held a Python object whose release
+    waits for the GIL the destroying thread holds)."""
+    if _state.get("watching_compiles"):
+        return
+    _state["watching_compiles"] = True
+    callbacks = torch._dynamo.callback_handler
+    callbacks.register_start_callback(_compile_started)
+    callbacks.register_end_callback(_compile_ended)
+    _undo.append(_Undo(lambda: callbacks.remove_start_callback(_compile_started)))
+    _undo.append(_Undo(lambda: callbacks.remove_end_callback(_compile_ended)))
+    _undo.append(_Undo(lambda: _state.pop("watching_compiles", None)))
+
+
 def _compile_started(args):
     if _state["compiling_since"] is None:
         _state["compiling_since"] = time.perf_counter()
@@ -483,6 +499,7 @@ def _compiled_tree_walked():
     discovery hook goes now, before anything is compiled, rather than after the third optimizer
     step, which would recompile every graph. Roots that first run later are not searched."""
     _end_discovery()
+    _watch_compiles()
     _ensure_started()  # the markers record into the session from the compiled code's first run
 
 
@@ -585,11 +602,6 @@ def install():
     if not _state.get("marker_autograd"):  # once per process: torch keeps the formulas
         _marker_autograd()
         _state["marker_autograd"] = True
-    callbacks = torch._dynamo.callback_handler
-    callbacks.register_start_callback(_compile_started)
-    callbacks.register_end_callback(_compile_ended)
-    _undo.append(_Undo(lambda: callbacks.remove_start_callback(_compile_started)))
-    _undo.append(_Undo(lambda: callbacks.remove_end_callback(_compile_ended)))
 
     functional = torch.nn.functional
     sdpa = functional.scaled_dot_product_attention
