@@ -40,7 +40,9 @@ const std::unordered_map<std::string_view, Family>& families() {
       m[n] = Family::kMask;
     }
     for (const char* n : {"dropout", "dropout_", "native_dropout", "feature_dropout",
-                          "alpha_dropout", "bernoulli", "bernoulli_"}) {
+                          "alpha_dropout", "bernoulli", "bernoulli_",
+                          // compiled code's dropout seeds (Inductor's inductor_seeds on a CPU)
+                          "randint", "random_", "rand", "rand_like"}) {
       m[n] = Family::kDropout;
     }
     for (const char* n : {"view",           "reshape",
@@ -177,6 +179,23 @@ Family familyOf(const char* opName) {
   return family;
 }
 
+// The kind of the families whose kind does not depend on their place in the recipe (kOther for
+// an unknown op).
+OpKind placeFreeKind(Family family) {
+  switch (family) {
+    case Family::kMask:
+      return OpKind::kSoftmax;
+    case Family::kDropout:
+      return OpKind::kDropout;
+    case Family::kLayout:
+      return OpKind::kLayoutCopy;
+    case Family::kPositional:
+      return OpKind::kPositional;
+    default:
+      return OpKind::kOther;
+  }
+}
+
 }  // namespace
 
 bool isFusedAttentionOp(const char* opName) { return familyOf(opName) == Family::kFused; }
@@ -222,12 +241,6 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kSoftmax:
       stage_ = kAfterSoftmax;
       return OpKind::kSoftmax;
-    case Family::kMask:
-      return OpKind::kSoftmax;
-    case Family::kDropout:
-      return OpKind::kDropout;
-    case Family::kLayout:
-      return OpKind::kLayoutCopy;
     case Family::kAdd:
       if (projectionWasOpen != kClosed) return projection;  // the bias add of a projection
       [[fallthrough]];
@@ -238,10 +251,9 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kFused:
       stage_ = kAfterContext;
       return OpKind::kFusedAttention;
-    case Family::kPositional:
-      return OpKind::kPositional;
+    default:
+      return placeFreeKind(family);
   }
-  return OpKind::kOther;
 }
 
 namespace {
@@ -280,16 +292,9 @@ OpKind BackwardOpClassifier::classify(const char* opName) {
       stage_ = kAfterCore;
       return OpKind::kFusedAttention;
     case Family::kSoftmax:
-    case Family::kMask:
       return OpKind::kSoftmax;
-    case Family::kDropout:
-      return OpKind::kDropout;
-    case Family::kLayout:
-      return OpKind::kLayoutCopy;
-    case Family::kPositional:
-      return OpKind::kPositional;
     default:
-      return OpKind::kOther;
+      return placeFreeKind(familyOf(opName));
   }
 }
 

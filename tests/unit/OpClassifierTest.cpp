@@ -367,10 +367,9 @@ TEST(OpClassifierTest, RegionKindsAreByNameAlone) {
 TEST(OpClassifierTest, CompiledForwardWithHiddenSoftmax) {
   OpClassifier classifier(/*softmaxHidden=*/true);
   const std::vector<std::pair<const char*, OpKind>> steps = {
-      {"aten::addmm", OpKind::kQkvProjection},
-      {"aten::bmm", OpKind::kScoreMatmul},
-      {"aten::bmm", OpKind::kContextMatmul},
-      {"aten::resolve_conj", OpKind::kLayoutCopy},
+      {"aten::addmm", OpKind::kQkvProjection},   {"aten::bmm", OpKind::kScoreMatmul},
+      {"aten::randint", OpKind::kDropout},       {"aten::random_", OpKind::kDropout},
+      {"aten::bmm", OpKind::kContextMatmul},     {"aten::resolve_conj", OpKind::kLayoutCopy},
       {"aten::addmm", OpKind::kOutputProjection}};
   for (const auto& [op, kind] : steps)
     EXPECT_STREQ(opKindName(classifier.classify(op)), opKindName(kind)) << op;
