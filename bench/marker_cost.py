@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The cost of one layer's forward markers in compiled code (docs/PERFORMANCE.md#torchcompile): a
 layer_enter + layer_exit pair on a (4, 32, 64) tensor as Inductor's wrapper calls them (grad
-disabled), with attnscope recording at sample-every 1, with attnscope stopped, and the two copies
+disabled, through the ops' overloads as Inductor's wrapper calls them), with attnscope recording at sample-every 1, with attnscope stopped, and the two copies
 the markers make alone. One thread; medians of 15 rounds of 500 pairs.
 
     PYTHONPATH=build/python .venv/bin/python bench/marker_cost.py
@@ -31,8 +31,8 @@ def main():
     x = torch.randn(4, 32, 64)
 
     def markers():
-        (y,) = torch.ops.attnscope.layer_enter([x], "blocks.0.attn")
-        torch.ops.attnscope.layer_exit([y], "blocks.0.attn", True)
+        (y,) = torch.ops.attnscope.layer_enter.default([x], "blocks.0.attn")
+        torch.ops.attnscope.layer_exit.default([y], "blocks.0.attn", True)
 
     def copies():
         x.clone().clone()

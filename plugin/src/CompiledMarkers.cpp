@@ -5,8 +5,9 @@
 // graph, call these dispatcher ops at a layer's entry (on its tensor inputs) and exit (on its
 // tensor outputs). Each op returns copies of its tensors and the layer's work consumes them (or
 // is consumed by them), so the compiler keeps the layer's kernels between the two markers; their
-// autograd formulas (python/attnscope/_attach.py) put backward_enter / backward_exit around the
-// same layer's gradient in the backward graph AOTAutograd compiles. At run time each marker
+// autograd formulas (below, in C++: a marker call costs a C++ dispatch, not a Python autograd
+// kernel's) put backward_enter / backward_exit around the same layer's gradient in the backward
+// graph AOTAutograd compiles. At run time each marker
 // opens or closes an attention call of ScopeType::kCompiled on this thread: the ops the compiled
 // code calls (extern matmuls, attention kernels) are classified inside it, the rest of its time
 // is compiled_kernels. A marker inside the backward pass that is not a backward marker is
@@ -18,10 +19,13 @@
 //   backward_exit(Tensor[] grads, str layer) -> Tensor[]  and ends
 #include "CompiledMarkers.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_like.h>
+#include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include "AutogradProbe.h"
@@ -104,6 +108,90 @@ std::vector<at::Tensor> tracedExit(at::TensorList xs, c10::string_view layer, bo
   return traced(xs, layer);
 }
 
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using MarkerOp = std::vector<at::Tensor>(at::TensorList, c10::string_view);
+
+// One of the ops below autograd (the kernels above run there).
+std::vector<at::Tensor> callBelow(const char* name, at::TensorList xs, const std::string& layer) {
+  static const auto find = [](const char* op) {
+    return c10::Dispatcher::singleton().findSchemaOrThrow(op, "").typed<MarkerOp>();
+  };
+  static const auto backwardEnterOp = find("attnscope::backward_enter");
+  static const auto backwardExitOp = find("attnscope::backward_exit");
+  return (std::strcmp(name, "attnscope::backward_enter") == 0 ? backwardEnterOp : backwardExitOp)
+      .call(xs, layer);
+}
+
+// The gradients through backward_enter or backward_exit (the defined ones; a marker of no
+// gradient at all passes them as they are). `extra`: undefined gradients for the non-tensor
+// arguments.
+variable_list markGradients(const char* op, const std::string& layer, variable_list grads,
+                            size_t extra) {
+  std::vector<at::Tensor> defined;
+  for (const at::Tensor& g : grads) {
+    if (g.defined()) defined.push_back(g);
+  }
+  if (!defined.empty()) {
+    std::vector<at::Tensor> marked = callBelow(op, defined, layer);
+    size_t next = 0;
+    for (at::Tensor& g : grads) {
+      if (g.defined()) g = marked[next++];
+    }
+  }
+  grads.resize(grads.size() + extra);
+  return grads;
+}
+
+struct LayerEnterFunction : torch::autograd::Function<LayerEnterFunction> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList xs, const std::string& layer) {
+    ctx->saved_data["layer"] = layer;
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto op = c10::Dispatcher::singleton()
+                               .findSchemaOrThrow("attnscope::layer_enter", "")
+                               .typed<MarkerOp>();
+    return op.call(xs, layer);
+  }
+  // The layer's backward ends once all its input gradients exist.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return markGradients("attnscope::backward_exit", ctx->saved_data["layer"].toStringRef(),
+                         std::move(grads), 1);
+  }
+};
+
+struct LayerExitFunction : torch::autograd::Function<LayerExitFunction> {
+  static variable_list forward(AutogradContext* ctx, at::TensorList xs, const std::string& layer,
+                               bool backward) {
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["backward"] = backward;
+    at::AutoDispatchBelowADInplaceOrView below;
+    static const auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("attnscope::layer_exit", "")
+            .typed<std::vector<at::Tensor>(at::TensorList, c10::string_view, bool)>();
+    return op.call(xs, layer, backward);
+  }
+  // The layer's backward starts once all its output gradients exist, when its inputs carry
+  // gradients (else no backward_exit would close it).
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    if (!ctx->saved_data["backward"].toBool()) {
+      grads.resize(grads.size() + 2);
+      return grads;
+    }
+    return markGradients("attnscope::backward_enter", ctx->saved_data["layer"].toStringRef(),
+                         std::move(grads), 2);
+  }
+};
+
+std::vector<at::Tensor> layerEnterAutograd(at::TensorList xs, c10::string_view layer) {
+  return LayerEnterFunction::apply(xs, std::string(layer.data(), layer.size()));
+}
+
+std::vector<at::Tensor> layerExitAutograd(at::TensorList xs, c10::string_view layer,
+                                          bool backward) {
+  return LayerExitFunction::apply(xs, std::string(layer.data(), layer.size()), backward);
+}
+
 }  // namespace
 }  // namespace detail
 }  // namespace attnscope
@@ -122,6 +210,11 @@ TORCH_LIBRARY_IMPL(attnscope, CompositeExplicitAutograd, m) {
   m.impl("layer_exit", &attnscope::detail::layerExit);
   m.impl("backward_enter", &attnscope::detail::backwardEnter);
   m.impl("backward_exit", &attnscope::detail::backwardExit);
+}
+
+TORCH_LIBRARY_IMPL(attnscope, Autograd, m) {
+  m.impl("layer_enter", &attnscope::detail::layerEnterAutograd);
+  m.impl("layer_exit", &attnscope::detail::layerExitAutograd);
 }
 
 TORCH_LIBRARY_IMPL(attnscope, Meta, m) {

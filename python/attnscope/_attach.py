@@ -17,7 +17,8 @@ its attention layers are chosen:
 - inside torch.compile'd code (torch.compile(module), Module.compile, per-block compile, under
   DDP or FSDP2) the same layers are found: Dynamo traces their hooks into the graph, where they put
   the markers of plugin/src/CompiledMarkers.cpp at each layer's entry and exit, and the markers'
-  autograd formulas mark the same layer in the backward graph (_mark_entry, _mark_exit).
+  autograd formulas (there, in C++) mark the same layer in the backward graph (_mark_entry,
+  _mark_exit).
 Each layer is observed from a forward pre-hook to a forward hook (always_call) on that module only;
 the tree walk's global pre-hook stays only for the first few training steps (new roots).
 Compilation time (Dynamo's compile callbacks) is reported apart from any call.
@@ -382,35 +383,6 @@ def _mark_exit(module, args, kwargs, output):
     return tuple(out) if isinstance(output, tuple) else out
 
 
-def _marker_autograd():
-    """The markers' gradients: layer_exit's backward opens the layer's backward call, layer_enter's
-    closes it; both pass the gradients through (copies, like the forward markers)."""
-    lib = "attnscope::"
-
-    def setup(ctx, inputs, output):
-        ctx.layer = inputs[1]
-        ctx.backward = inputs[2] if len(inputs) > 2 else True
-
-    def through(op, ctx, grads):
-        present = [i for i, g in enumerate(grads) if g is not None]
-        if not present or not ctx.backward:
-            return list(grads)
-        marked = op([grads[i] for i in present], ctx.layer)
-        out = list(grads)
-        for i, g in zip(present, marked):
-            out[i] = g
-        return out
-
-    def enter_backward(ctx, grads):
-        return through(torch.ops.attnscope.backward_exit, ctx, grads), None
-
-    def exit_backward(ctx, grads):
-        return through(torch.ops.attnscope.backward_enter, ctx, grads), None, None
-
-    torch.library.register_autograd(lib + "layer_enter", enter_backward, setup_context=setup)
-    torch.library.register_autograd(lib + "layer_exit", exit_backward, setup_context=setup)
-
-
 def _watch_compiles():
     """Dynamo's compile callbacks time compilation, from the first compiled tree on. Not at install:
     importing torch._dynamo in every process before the script's own imports made jobs hang in
@@ -599,9 +571,6 @@ def install():
     warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
     from torch.optim.optimizer import register_optimizer_step_post_hook
     _state["optimizer_hook"] = register_optimizer_step_post_hook(_optimizer_step)
-    if not _state.get("marker_autograd"):  # once per process: torch keeps the formulas
-        _marker_autograd()
-        _state["marker_autograd"] = True
 
     functional = torch.nn.functional
     sdpa = functional.scaled_dot_product_attention
