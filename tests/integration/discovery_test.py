@@ -22,6 +22,9 @@ Cases:
                   inside compiled code, forward and backward, with its kinds; compile time apart; the same
                   losses, graph breaks (0) and graphs
   compile_gpt     the same for the hand-written GPT (unfused attention)
+  compile_checkpointing  the GPT with checkpoint_wrapper around every block, compiled: recompute is its
+                  own phase
+  compile_include the mixer (attention in a class not named so) marked by ATTNSCOPE_ATTENTION_MODULES, compiled
   compile_blocks_fsdp  each Llama block torch.compile'd, then FSDP2 fully_shard per block and at the root
   compile_method  model.compile() of the GPT with SDPA, under DDP
 """
@@ -337,7 +340,7 @@ def case_prometheus(tmp):
           f"{STEPS} forward and {STEPS - 1} backward calls each (the last step's backward folds at its end)")
 
 
-def compiled_run(tmp, model, how, fsdp=False):
+def compiled_run(tmp, model, how, fsdp=False, **variables):
     """The same compiled training with and without attnscope (2 ranks): (summaries, own outputs
     with attnscope, own outputs without)."""
     extra = ["--compile", how] + (["--fsdp"] if fsdp else [])
@@ -348,19 +351,21 @@ def compiled_run(tmp, model, how, fsdp=False):
                         os.path.join(plain, "own-{rank}.json")] + extra, env=env(), capture_output=True, text=True,
                        timeout=900)
     check(p.returncode == 0, f"{model} compiled ({how}) without attnscope: exit {p.returncode}: {p.stderr[-3000:]}")
-    code, err = run(tmp, model, 2, extra=extra, timeout=900)
+    code, err = run(tmp, model, 2, extra=extra, timeout=900, **variables)
     check(code == 0, f"{model} compiled ({how}) under attnscope: exit {code}: {err[-3000:]}")
     check("global hooks" not in err, f"torch.compile warned about attnscope's hook: {err[-2000:]}")
     return (summaries(tmp, 2), [load(os.path.join(tmp, f"own-{r}.json")) for r in range(2)],
             [load(os.path.join(plain, f"own-{r}.json")) for r in range(2)])
 
 
-def check_compiled(tmp, model, how, kinds, fsdp=False):
+def check_compiled(tmp, model, how, kinds, fsdp=False, phases=("forward", "backward"), rule="class_name",
+                   **variables):
     """Per layer inside compiled code: the eager names, forward and backward calls equal to the
     steps, the kinds of the ops compiled code calls plus compiled_kernels, compilation apart; and
     nothing added to the job: the same graph breaks and graphs as without attnscope, the same losses."""
-    names = EXPECTED[model][0]
-    sums, own, base = compiled_run(tmp, model, how, fsdp)
+    names = {"gpt_ckpt_wrapper": EXPECTED["gpt_manual"][0], "mixer": [f"mixers.{i}" for i in range(2)]}.get(
+        model) or EXPECTED[model][0]
+    sums, own, base = compiled_run(tmp, model, how, fsdp, **variables)
     label = f"{model} compiled ({how}{', FSDP2' if fsdp else ', DDP'})"
     for rank, s in enumerate(sums):
         check(own[rank]["graph_breaks"] == base[rank]["graph_breaks"] == 0,
@@ -376,14 +381,16 @@ def check_compiled(tmp, model, how, kinds, fsdp=False):
         got = [l["name"] for l in s["layers"]]
         check(got == names, f"{label} rank {rank}: layers {got}, expected {names}")
         origins = {o["name"]: o for o in s["discovery"]["layers"]}
-        check(sorted(origins) == sorted(names) and all(o["rule"] == "class_name" and "compiled code" in o["source"]
+        check(sorted(origins) == sorted(names) and all(o["rule"] == rule and "compiled code" in o["source"]
                                                        for o in origins.values()),
               f"{label} rank {rank}: discovery {origins}")
         compile_s = s["discovery"]["compile_seconds"]
         check(s["discovery"]["compiles"] >= 1 and compile_s > 0,
               f"{label} rank {rank}: compilation not reported: {s['discovery']}")
         for layer in s["layers"]:
-            for phase in ("forward", "backward"):
+            check(set(layer["phases"]) == set(phases),
+                  f"{label} rank {rank} {layer['name']}: phases {sorted(layer['phases'])}, expected {sorted(phases)}")
+            for phase in phases:
                 p = layer["phases"].get(phase)
                 check(p is not None and p["calls"] == STEPS,
                       f"{label} rank {rank} {layer['name']}: {phase} {None if p is None else p['calls']} calls, "
@@ -392,7 +399,7 @@ def check_compiled(tmp, model, how, kinds, fsdp=False):
                 check(p["call"]["max_seconds"] < compile_s / 10,
                       f"{label} rank {rank} {layer['name']}: {phase} max {p['call']['max_seconds']} s, "
                       f"compile {compile_s} s")
-                want = kinds[phase] | {"compiled_kernels"}
+                want = kinds["forward" if phase == "recompute" else phase] | {"compiled_kernels"}
                 check(want <= set(p["op_kinds"]),
                       f"{label} rank {rank} {layer['name']}: {phase} kinds {sorted(p['op_kinds'])} lack "
                       f"{sorted(want - set(p['op_kinds']))}")
@@ -425,6 +432,18 @@ def case_compile_gpt(tmp):
     check_compiled(tmp, "gpt_manual", "model", UNFUSED_KINDS)
 
 
+def case_compile_checkpointing(tmp):
+    # checkpoint_wrapper around every block of the GPT, the whole model compiled, DDP: AOTAutograd's
+    # partitioner recomputes each checkpointed block, its markers with it, inside the backward graph.
+    check_compiled(tmp, "gpt_ckpt_wrapper", "model", UNFUSED_KINDS, phases=("forward", "recompute", "backward"))
+
+
+def case_compile_include(tmp):
+    # Attention in a module whose class name does not say so, named by ATTNSCOPE_ATTENTION_MODULES,
+    # inside a compiled model.
+    check_compiled(tmp, "mixer", "model", UNFUSED_KINDS, rule="include", ATTNSCOPE_ATTENTION_MODULES="^Mixer$")
+
+
 def case_compile_blocks_fsdp(tmp):
     # The TorchTitan recipe: each decoder block torch.compile'd, then fully_shard per block and at
     # the root (the blocks' class becomes FSDPOptimizedModule).
@@ -437,8 +456,8 @@ def case_compile_method(tmp):
     check_compiled(tmp, "gpt_sdpa", "method", UNFUSED_KINDS)
 
 
-OTHER_CASES = ("checkpointing", "nothing_found", "steering", "compile", "compile_gpt", "compile_blocks_fsdp",
-               "compile_method", "fsdp", "prometheus")
+OTHER_CASES = ("checkpointing", "nothing_found", "steering", "compile", "compile_gpt", "compile_checkpointing",
+               "compile_include", "compile_blocks_fsdp", "compile_method", "fsdp", "prometheus")
 
 
 def main():
