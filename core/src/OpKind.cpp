@@ -40,7 +40,9 @@ const std::unordered_map<std::string_view, Family>& families() {
       m[n] = Family::kMask;
     }
     for (const char* n : {"dropout", "dropout_", "native_dropout", "feature_dropout",
-                          "alpha_dropout", "bernoulli", "bernoulli_"}) {
+                          "alpha_dropout", "bernoulli", "bernoulli_",
+                          // compiled code's dropout seeds (Inductor's inductor_seeds on a CPU)
+                          "randint", "random_", "rand", "rand_like"}) {
       m[n] = Family::kDropout;
     }
     for (const char* n : {"view",           "reshape",
@@ -68,7 +70,8 @@ const std::unordered_map<std::string_view, Family>& families() {
                           "lift_fresh",     "tensor_split",
                           "movedim",        "swapaxes",
                           "resize_",        "fill_",
-                          "zero_"}) {
+                          "zero_",          "resolve_conj",
+                          "resolve_neg"}) {
       m[n] = Family::kLayout;
     }
     for (const char* n : {"add", "add_"}) m[n] = Family::kAdd;
@@ -123,6 +126,8 @@ const char* opKindName(OpKind kind) {
       return "other";
     case OpKind::kPositional:
       return "positional";
+    case OpKind::kCompiledKernels:
+      return "compiled_kernels";
     case OpKind::kCount:
       break;
   }
@@ -174,6 +179,23 @@ Family familyOf(const char* opName) {
   return family;
 }
 
+// The kind of the families whose kind does not depend on their place in the recipe (kOther for
+// an unknown op).
+OpKind placeFreeKind(Family family) {
+  switch (family) {
+    case Family::kMask:
+      return OpKind::kSoftmax;
+    case Family::kDropout:
+      return OpKind::kDropout;
+    case Family::kLayout:
+      return OpKind::kLayoutCopy;
+    case Family::kPositional:
+      return OpKind::kPositional;
+    default:
+      return OpKind::kOther;
+  }
+}
+
 }  // namespace
 
 bool isFusedAttentionOp(const char* opName) { return familyOf(opName) == Family::kFused; }
@@ -210,7 +232,7 @@ OpKind OpClassifier::classify(const char* opName) {
         projectionOpen_ = kBiasOnly;
         return projection;
       }
-      if (stage_ <= kAfterScores) {
+      if (stage_ < kAfterScores || (stage_ == kAfterScores && !softmaxHidden_)) {
         stage_ = kAfterScores;
         return OpKind::kScoreMatmul;
       }
@@ -219,12 +241,6 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kSoftmax:
       stage_ = kAfterSoftmax;
       return OpKind::kSoftmax;
-    case Family::kMask:
-      return OpKind::kSoftmax;
-    case Family::kDropout:
-      return OpKind::kDropout;
-    case Family::kLayout:
-      return OpKind::kLayoutCopy;
     case Family::kAdd:
       if (projectionWasOpen != kClosed) return projection;  // the bias add of a projection
       [[fallthrough]];
@@ -235,10 +251,51 @@ OpKind OpClassifier::classify(const char* opName) {
     case Family::kFused:
       stage_ = kAfterContext;
       return OpKind::kFusedAttention;
-    case Family::kPositional:
-      return OpKind::kPositional;
+    default:
+      return placeFreeKind(family);
   }
-  return OpKind::kOther;
+}
+
+namespace {
+// The backward op of a fused attention kernel ("aten::_scaled_dot_product_flash_attention_for_cpu
+// _backward", "aten::_efficient_attention_backward", ...).
+bool isFusedBackwardOp(std::string_view name) {
+  if (name.size() < 9 || name.substr(name.size() - 9) != "_backward") return false;
+  for (std::string_view prefix :
+       {"_scaled_dot_product_", "_flash_attention", "_efficient_attention", "_cudnn_attention"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+OpKind BackwardOpClassifier::classify(const char* opName) {
+  const std::string_view name = stripNamespace(opName);
+  if (isFusedBackwardOp(name)) {
+    stage_ = kAfterCore;
+    return OpKind::kFusedAttention;
+  }
+  if (name == "_softmax_backward_data" || name == "_log_softmax_backward_data") {
+    stage_ = kAfterSoftmax;
+    return OpKind::kSoftmax;
+  }
+  switch (familyOf(opName)) {
+    case Family::kBatchMatmul:
+      if (stage_ == kBeforeCore && ++batchMatmuls_ <= 2) return OpKind::kContextMatmul;
+      if (stage_ == kBeforeCore) stage_ = kAfterSoftmax;
+      return OpKind::kScoreMatmul;
+    case Family::kProjection:
+    case Family::kWeightT:
+      return stage_ == kBeforeCore && batchMatmuls_ == 0 ? OpKind::kOutputProjection
+                                                         : OpKind::kQkvProjection;
+    case Family::kFused:
+      stage_ = kAfterCore;
+      return OpKind::kFusedAttention;
+    case Family::kSoftmax:
+      return OpKind::kSoftmax;
+    default:
+      return placeFreeKind(familyOf(opName));
+  }
 }
 
 AttentionBackend attentionBackendOfOp(const char* opName) {
@@ -259,8 +316,12 @@ AttentionBackend attentionBackendOfOp(const char* opName) {
       {"_scaled_dot_product_attention_math_for_mps", AttentionBackend::kMath},
   };
   if (opName[0] != '_') return AttentionBackend::kCount;  // every kernel op starts with '_'
-  for (const auto& op : kOps) {
-    if (std::strcmp(opName, op.name) == 0) return op.backend;
+  for (const auto& op : kOps) {  // the kernel, or its backward (compiled backward graphs call it)
+    const size_t n = std::strlen(op.name);
+    if (std::strncmp(opName, op.name, n) == 0 &&
+        (opName[n] == '\0' || std::strcmp(opName + n, "_backward") == 0)) {
+      return op.backend;
+    }
   }
   return AttentionBackend::kCount;
 }

@@ -473,6 +473,11 @@ void addRank(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ra
   scalar("attnscope_nothing_found",
          "1 once steps ended with no attention call seen (docs/DISCOVERY.md)", MetricType::Gauge,
          r.run.nothingFound ? 1 : 0);
+  scalar("attnscope_compile_seconds_total",
+         "Time spent compiling with torch.compile (not counted in any attention call)",
+         MetricType::Counter, r.run.compileSeconds);
+  scalar("attnscope_compiles_total", "torch.compile compilations", MetricType::Counter,
+         static_cast<double>(r.run.compiles));
   scalar("attnscope_dropped_calls_total",
          "Attention calls of layers beyond ATTNSCOPE_MAX_LAYERS (counted, not recorded)",
          MetricType::Counter, static_cast<double>(r.run.droppedCalls));

@@ -250,7 +250,9 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
 void writeDiscovery(std::ostream& out, const RunInfo& run) {
   out << "  \"discovery\": {\n    \"layers_seen\": " << run.layersSeen
       << ",\n    \"nothing_found\": " << (run.nothingFound ? "true" : "false")
-      << ",\n    \"backward\": ";
+      << ",\n    \"compiles\": " << run.compiles << ",\n    \"compile_seconds\": ";
+  writeNumber(out, run.compileSeconds, "%.6f");
+  out << ",\n    \"backward\": ";
   writeString(out, run.backwardObservation);
   out << ",\n    \"layers\": [";
   bool first = true;

@@ -59,6 +59,12 @@ std::string SummaryTable::render(const RunInfo& run, const StatsTable& stats) {
   char line[512];
   out << "attention per layer (rank " << run.rank << ", " << run.stepsSampled << " of "
       << run.stepsSeen << " steps sampled)\n";
+  if (run.compiles > 0) {
+    std::snprintf(line, sizeof(line),
+                  "torch.compile: %llu compilations, %.3f s (apart: no call counts them)\n",
+                  static_cast<unsigned long long>(run.compiles), run.compileSeconds);
+    out << line;
+  }
   // The layer column fits the longest name (24 to 64 characters; longer names are cut).
   int width = 24;
   for (const LayerStats& layer : stats.layers())

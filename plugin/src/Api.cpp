@@ -5,6 +5,7 @@
 
 #include "AggregatorFactory.h"
 #include "AutogradProbe.h"
+#include "CompiledMarkers.h"
 #include "Machine.h"
 #include "NodeHooks.h"
 #include "Observer.h"
@@ -129,27 +130,24 @@ std::string summaryJson() {
 AttentionScope::AttentionScope(const char* layerName)
     : AttentionScope(layerName, ScopeType::kLayer) {}
 
-namespace {
-// The recorder a scope opened now records into, or null (not running, unsampled step). A backward
-// pass ends an inferred step at the next attention call, unless that call is an
-// activation-checkpointing recompute inside the backward pass itself.
-detail::Recorder* scopeRecorder() {
-  detail::Session* s = detail::currentSession();
+namespace detail {
+Recorder* scopeRecorder() {
+  Session* s = currentSession();
   if (s == nullptr) return nullptr;
-  detail::Recorder& r = s->recorder();
-  if (r.autoStepPending() && !detail::insideBackwardPass()) s->step(false);
+  Recorder& r = s->recorder();
+  if (r.autoStepPending() && !insideBackwardPass()) s->step(false);
   return r.sampled() ? &r : nullptr;
 }
-}  // namespace
+}  // namespace detail
 
 AttentionScope::AttentionScope(const char* layerName, ScopeType type) {
-  if (detail::Recorder* r = scopeRecorder())
+  if (detail::Recorder* r = detail::scopeRecorder())
     active_ = detail::Observer::enterScope(r, layerName, type);
 }
 
 AttentionScope::AttentionScope(std::string (*nameOf)(const void* arg), const void* arg,
                                ScopeType type) {
-  if (detail::Recorder* r = scopeRecorder()) {
+  if (detail::Recorder* r = detail::scopeRecorder()) {
     active_ = detail::Observer::enterScope(r, nameOf(arg).c_str(), type);
   }
 }
@@ -212,6 +210,10 @@ void describeLayer(const std::string& layerName, const std::string& rule,
 
 void noteDiscovery(const std::string& note) {
   if (detail::Recorder* r = detail::currentRecorder()) r->noteDiscovery(note);
+}
+
+void noteCompile(double seconds, uint64_t count) {
+  if (detail::Recorder* r = detail::currentRecorder()) r->noteCompile(seconds, count);
 }
 
 void noteSteps(uint64_t steps) {

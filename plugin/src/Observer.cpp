@@ -41,9 +41,11 @@ struct Frame {
   Recorder* recorder = nullptr;
   CallRecord record;
   OpClassifier classifier;
-  bool region = false;                 // ScopeType::kRegion: ops classified by name alone
-  int wrapperDepth = 0;                // region: open wrapper ops around the compiled code
-  OpKind forcedKind = OpKind::kCount;  // an open OpKindScope's kind, else kCount
+  bool region = false;                      // ScopeType::kRegion: ops classified by name alone
+  bool compiled = false;                    // ScopeType::kCompiled: between compiled code's markers
+  BackwardOpClassifier backwardClassifier;  // compiled backward calls
+  int wrapperDepth = 0;                     // region: open wrapper ops around the compiled code
+  OpKind forcedKind = OpKind::kCount;       // an open OpKindScope's kind, else kCount
   int64_t t0 = 0;
   uint64_t instance = 0;
   MemoryAccount callAccount;
@@ -323,6 +325,11 @@ inline bool isRegionWrapper(const char* name) {
   return name != nullptr && std::strstr(name, "::") == nullptr;
 }
 
+// attnscope's own dispatcher ops (the compiled code's markers, CompiledMarkers.cpp).
+inline bool isMarkerOp(const char* name) {
+  return name != nullptr && std::strncmp(name, "attnscope::", 11) == 0;
+}
+
 // Whether this callback invocation is one of the timed ones.
 inline bool timedCallback(uint32_t* counter) {
   return (++*counter % Recorder::kOverheadSampling) == 0;
@@ -368,7 +375,9 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   const bool timed = timedCallback(&t.callbackCounter);
   const uint64_t entry = timed ? ticks() : 0;
   Frame& f = t.frames.back();
-  if (f.region && f.depth == 0 && isRegionWrapper(fn.name())) {
+  if ((f.region || f.compiled) && f.depth == 0 && isRegionWrapper(fn.name())) {
+    // (A compiled layer meets them where the compiler split its graph inside the layer, as
+    // DDPOptimizer does at bucket boundaries.)
     // A compiled region's wrappers ("CompiledFunction", inductor's "## Call CompiledFxGraph ##")
     // hold every aten op the compiled code calls: the ops beneath them are the region's top level.
     ++f.wrapperDepth;
@@ -378,11 +387,13 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
     if (timed) t.overheadTicks += (ticks() - entry) * Recorder::kOverheadSampling;
     return nullptr;
   }
+  if (f.depth == 0 && f.compiled && isMarkerOp(fn.name())) return nullptr;  // the closing marker
   if (++f.depth == 1) {
     const char* name = fn.name();
-    f.opKind = f.forcedKind != OpKind::kCount ? f.forcedKind
-               : f.region                     ? regionOpKind(name)
-                                              : f.classifier.classify(name);
+    f.opKind = f.forcedKind != OpKind::kCount       ? f.forcedKind
+               : f.region                           ? regionOpKind(name)
+               : f.record.phase == Phase::kBackward ? f.backwardClassifier.classify(name)
+                                                    : f.classifier.classify(name);
     f.backend =
         f.opKind == OpKind::kFusedAttention ? attentionBackendOfOp(name) : AttentionBackend::kCount;
     if (f.readShapes) {
@@ -648,6 +659,11 @@ void Observer::setGlobalCallbacks(bool global, bool fused) {
 }
 
 bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType type) {
+  return enterScope(recorder, layerName, type, false);
+}
+
+bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType type,
+                          bool backward) {
   const uint64_t entry = ticks();
   const int32_t layer = recorder->layerId(layerName);
   if (layer < 0) return false;
@@ -658,7 +674,11 @@ bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType t
   if (recorder->deviceMemory()) f.deviceReporter = DeviceMemoryReporter::enter();
   f.record.layer = layer;
   f.region = type == ScopeType::kRegion;
-  f.record.phase = insideBackwardPass() ? Phase::kRecompute : Phase::kForward;
+  f.compiled = type == ScopeType::kCompiled;
+  if (f.compiled) f.classifier = OpClassifier(/*softmaxHidden=*/true);
+  f.record.phase = backward               ? Phase::kBackward
+                   : insideBackwardPass() ? Phase::kRecompute
+                                          : Phase::kForward;
   f.instance = recorder->newInstance();
   f.linksBegin = t.links.size();
   pointMemoryTargets(t);
@@ -694,9 +714,17 @@ void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGi
     f.gpu->callEnd(&f.gpuSpan, f.instance, f.record.layer, f.record.phase);
   }
   f.record.ns = end - f.t0;
+  int64_t opsNs = 0;
   for (CallRecord::Kind& k : f.record.kinds) {
     k.ns = TickClock::toNs(static_cast<uint64_t>(k.ns));
     k.modelledNs = TickClock::toNs(static_cast<uint64_t>(k.modelledNs));
+    opsNs += k.ns;
+  }
+  if (f.compiled && f.record.ns > opsNs) {
+    // What no op callback saw: the compiler's generated kernels, one span per call.
+    CallRecord::Kind& generated = f.record.kinds[static_cast<int>(OpKind::kCompiledKernels)];
+    generated.ns = f.record.ns - opsNs;
+    generated.ops = 1;
   }
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);
@@ -707,14 +735,18 @@ void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGi
   LinkMode mode = LinkMode::kTable;
   int found = 0;
   uint64_t nodeShapes = 0;
-  if (outputsGiven && numLinks > 0) {
+  if (f.compiled) {
+    // Its backward is a call of its own between the backward graph's markers: no link is needed,
+    // and none asks for the global callback (as for hooked calls).
+    mode = LinkMode::kHooked;
+  } else if (outputsGiven && numLinks > 0) {
     found = findCallNodes(forwardThreadId(t), outputs, count, links, numLinks, &nodeShapes);
     mode = found > 0 ? LinkMode::kHooked : found < 0 ? LinkMode::kNoBackward : LinkMode::kTable;
   }
   if (f.roofline) settleShapes(t, f, found > 0 ? nodeShapes : 0, links, numLinks);
   if (found > 0) hookFoundNodes(f.recorder, links);
   if (f.readShapes && f.probe.complete()) f.recorder->noteAttentionShape(f.record.layer, f.probe);
-  f.recorder->addForwardCall(f.record, forwardThreadId(t), links, numLinks,
+  f.recorder->addForwardCall(f.record, forwardThreadId(t), links, f.compiled ? 0 : numLinks,
                              f.roofline ? f.backward.data() : nullptr, f.instance, mode);
   t.links.resize(f.linksBegin);
   DeviceMemoryReporter::leave(f.deviceReporter);

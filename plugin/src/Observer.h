@@ -30,6 +30,9 @@ class Observer {
  public:
   // Opens an attention call on this thread. False when it is not recorded (layer cap reached).
   static bool enterScope(Recorder* recorder, const char* layerName, ScopeType type);
+  // `backward`: a call of the layer's backward (compiled backward graphs mark it like a forward
+  // call, CompiledMarkers.cpp), recorded whole at its exit as phase backward.
+  static bool enterScope(Recorder* recorder, const char* layerName, ScopeType type, bool backward);
   static void exitScope();
   // Closes the call with its results (`count` tensors; `outputsGiven` false: unknown, as
   // exitScope()). From them the call's autograd nodes are found and hooked (NodeHooks.cpp): its

@@ -193,6 +193,12 @@ void Recorder::describeLayer(const LayerOrigin& origin) {
     run_.layerOrigins.push_back(origin);
 }
 
+void Recorder::noteCompile(double seconds, uint64_t count) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  run_.compileSeconds += seconds;
+  run_.compiles += count;
+}
+
 void Recorder::noteDiscovery(const std::string& note) {
   std::lock_guard<std::mutex> lock(mutex_);
   for (const std::string& n : run_.discoveryNotes) {

@@ -141,6 +141,8 @@ class Recorder {
   // training steps (warns once).
   void describeLayer(const LayerOrigin& origin);
   void noteDiscovery(const std::string& note);
+  // `seconds` spent in `count` more torch.compile compilations.
+  void noteCompile(double seconds, uint64_t count);
   void checkFound(uint64_t steps);
 
   // --- readers ---

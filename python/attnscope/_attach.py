@@ -14,11 +14,14 @@ its attention layers are chosen:
   eval without grad) is observed under its self_attn's name;
 - F.scaled_dot_product_attention called outside any layer makes the module calling it a layer
   (rule calls_sdpa), from that call on;
-- a module compiled with torch.compile (OptimizedModule, Module.compile) runs as one region: the
-  layers inside are hidden from Python hooks by the compiled code, so its fused attention kernels,
-  softmax and other ops are observed under the compiled module's name (rule compiled_region).
+- inside torch.compile'd code (torch.compile(module), Module.compile, per-block compile, under
+  DDP or FSDP2) the same layers are found: Dynamo traces their hooks into the graph, where they put
+  the markers of plugin/src/CompiledMarkers.cpp at each layer's entry and exit, and the markers'
+  autograd formulas (there, in C++) mark the same layer in the backward graph (_mark_entry,
+  _mark_exit).
 Each layer is observed from a forward pre-hook to a forward hook (always_call) on that module only;
 the tree walk's global pre-hook stays only for the first few training steps (new roots).
+Compilation time (Dynamo's compile callbacks) is reported apart from any call.
 
 Names are module paths with wrappers' segments left out (DDP's and DataParallel's `module`,
 torch.compile's `_orig_mod`, FSDP's `_fsdp_wrapped_module`, checkpoint_wrapper's
@@ -37,6 +40,7 @@ import os
 import re
 import sys
 import threading
+import time
 import types
 import warnings
 import weakref
@@ -63,7 +67,8 @@ _calls_sdpa_seen = set()               # code objects already looked at by the S
 _origins = []                          # (name, rule, source) not yet handed to the session
 _local = threading.local()             # per thread: modules whose scope is open, SDPA depth
 _state = {"started": False, "include": None, "exclude": None, "discovery_hook": None,
-          "optimizer_hook": None, "optimizer_steps": 0, "compiled": 0}
+          "optimizer_hook": None, "optimizer_steps": 0, "compiled": 0, "compiling_since": None,
+          "compile_seconds": 0.0, "compiles": 0}
 _lock = threading.Lock()
 _undo = []                             # what uninstall() restores: hook handles, replaced attributes
 
@@ -98,9 +103,13 @@ def _flush_origins():
         _attnscope.describe_layer(name, rule, source)
     if _state["compiled"]:
         _attnscope.note_discovery(
-            "torch.compile: compiled modules hide their layers from attnscope's module hooks; each "
-            "compiled module is observed as one region (rule compiled_region) with its fused attention "
-            "kernels, softmax and other ops; layers outside compiled code are observed as usual")
+            "torch.compile: layers inside compiled code are observed between markers the compiler keeps "
+            "at each layer's entry and exit, forward and backward; their op kinds are those of the ops "
+            "compiled code calls (matmuls, attention kernels), the time between them compiled_kernels; "
+            "compilation time is reported apart (compile_seconds), never as a call")
+    if _state["compiles"]:
+        _attnscope.note_compile(_state["compile_seconds"], _state["compiles"])
+        _state["compile_seconds"], _state["compiles"] = 0.0, 0
 
 
 def _option(name):
@@ -166,20 +175,54 @@ def _frontier(module, path):
     return found
 
 
-def _walk(module, path, parent=None, compiled=False):
-    """Chooses the layers of a tree. Under a compiled module they are recorded as hidden: compiled
-    code runs no Python hooks (the region is observed instead)."""
+def _is_optimized(module):
+    """torch.compile(module)'s wrapper, whatever FSDP2's fully_shard made of its class
+    (FSDPOptimizedModule)."""
+    optimized = getattr(getattr(torch, "_dynamo", None), "OptimizedModule", None)
+    return (optimized is not None and isinstance(module, optimized)) or type(module).__name__ == "OptimizedModule"
+
+
+def _cuda_graphs(module):
+    """Whether a torch.compile'd module replays CUDA graphs (mode "reduce-overhead" or
+    "max-autotune", option triton.cudagraphs): a replay runs none of the markers' host code, so
+    its layers cannot be seen one by one."""
+    fn = getattr(getattr(module, "dynamo_ctx", None), "callback", None)
+    if fn is None:
+        fn = getattr(module, "_attnscope_compile_options", None)
+    for _ in range(8):  # down the chain of Dynamo's wrappers to torch.compile's backend
+        config = fn if isinstance(fn, dict) else getattr(fn, "config", None)
+        if isinstance(config, dict):
+            return bool(config.get("triton.cudagraphs"))
+        fn = getattr(fn, "_torchdynamo_orig_backend", None)
+        if fn is None:
+            return False
+    return False
+
+
+def _walk(module, path, parent=None, compiled=None):
+    """Chooses the layers of a tree. Layers under compiled code are observed through the markers
+    their hooks put into the compiled graph (`compiled` "markers"); under a module that replays
+    CUDA graphs ("cuda_graphs") they are hidden, and the compiled module is observed as one
+    region instead (rule compiled_region, the fallback)."""
     if module in _scanned:
         return
     _scanned.add(module)
     _names.setdefault(module, path or type(module).__name__)
-    if type(module).__name__ == "OptimizedModule":
-        _observe_compiled(module)
-        compiled = True
+    if compiled != "cuda_graphs" and (_is_optimized(module) or getattr(module, "_compiled_call_impl", None) is not None):
+        compiled = "markers"
+        _state["compiled"] += 1
+        if _cuda_graphs(module):
+            compiled = "cuda_graphs"
+            if _is_optimized(module):
+                _observe_compiled(module)
     if module not in _layers and _is_candidate(module, path):
         rule = "include" if _state["include"] is not None else "class_name"
         if rule == "include" or len(_frontier(module, path)) <= 1:
-            _add_layer(module, path, "hidden_by_compile" if compiled else rule, parent)
+            if compiled == "cuda_graphs":
+                _origins.append((path or type(module).__name__, "hidden_by_compile",
+                                 type(module).__name__ + ", under CUDA graphs (their replays run no marker)"))
+            else:
+                _add_layer(module, path, rule, parent, compiled == "markers")
             _mark_scanned(module, path)
             return
     for child, child_path in _children(module, path):
@@ -192,17 +235,17 @@ def _mark_scanned(module, path):
         if child not in _scanned:
             _scanned.add(child)
             _names.setdefault(child, child_path)
-            if type(child).__name__ == "OptimizedModule":
-                _observe_compiled(child)
             _mark_scanned(child, child_path)
 
 
-def _add_layer(module, path, rule, parent=None):
+def _add_layer(module, path, rule, parent=None, compiled=False):
     name = path or type(module).__name__
     _layers[module] = name
-    _undo.append(module.register_forward_pre_hook(_layer_enter))
-    _undo.append(module.register_forward_hook(_layer_exit, always_call=True))
-    source = type(module).__name__
+    # Read by the hooks while Dynamo traces them: a plain attribute, a constant in the graph.
+    module._attnscope_layer = name
+    _undo.append(module.register_forward_pre_hook(_layer_enter, with_kwargs=True))
+    _undo.append(module.register_forward_hook(_layer_exit, with_kwargs=True, always_call=True))
+    source = type(module).__name__ + (", in compiled code (markers)" if compiled else "")
     if parent is not None and type(parent).__name__ in _FAST_PATH_HOSTS and parent not in _layers:
         # Eval without grad runs the whole encoder layer as one fused op, never calling self_attn.
         _undo.append(parent.register_forward_pre_hook(_fused_enter(name)))
@@ -250,9 +293,9 @@ def _open_modules():
     return s
 
 
-def _layer_enter(module, args):
+def _layer_enter(module, args, kwargs):
     if _is_compiling():
-        return
+        return _mark_entry(module, args, kwargs)
     _ensure_started()
     _attnscope.enter_scope(_layers[module], False)
     _open_modules().append(module)
@@ -278,13 +321,100 @@ def _results(output):
     return None
 
 
-def _layer_exit(module, args, output):
+def _layer_exit(module, args, kwargs, output):
     if _is_compiling():
-        return
+        return _mark_exit(module, args, kwargs, output)
     s = _open_modules()
     if s and s[-1] is module:
         s.pop()
         _attnscope.exit_scope(_results(output))
+
+
+# --- markers in compiled code (traced by Dynamo; docs/DISCOVERY.md) --------------------------------
+
+def _marked(tensors):
+    """Which of a call's tensors the markers carry: the floating-point ones that require grad (so
+    that the backward marker runs once all their gradients are done), else the first floating-point
+    one (forward only)."""
+    floating = [i for i, t in tensors if t.is_floating_point()]
+    grad = [i for i in floating if dict(tensors)[i].requires_grad]
+    return grad or floating[:1]
+
+
+def _mark_entry(module, args, kwargs):
+    """Pre-hook while Dynamo traces: the layer's tensor arguments go through layer_enter."""
+    found = [(i, a) for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    found += [(k, v) for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+    keys = _marked(found)
+    if not keys:
+        return None
+    by_key = dict(found)
+    marked = torch.ops.attnscope.layer_enter([by_key[k] for k in keys], module._attnscope_layer)
+    args, kwargs = list(args), dict(kwargs)
+    for k, t in zip(keys, marked):
+        if isinstance(k, int):
+            args[k] = t
+        else:
+            kwargs[k] = t
+    return tuple(args), kwargs
+
+
+def _mark_exit(module, args, kwargs, output):
+    """Forward hook while Dynamo traces: the layer's tensor results go through layer_exit, whose
+    backward opens the layer's backward when its inputs carry gradients (layer_enter's backward
+    closes it)."""
+    if isinstance(output, torch.Tensor):
+        items, single = [(0, output)], True
+    elif isinstance(output, (tuple, list)):
+        items, single = [(i, o) for i, o in enumerate(output) if isinstance(o, torch.Tensor)], False
+    else:
+        return None
+    keys = _marked(items)
+    if not keys:
+        return None
+    backward = any(isinstance(a, torch.Tensor) and a.requires_grad for a in list(args) + list(kwargs.values()))
+    by_key = dict(items)
+    marked = torch.ops.attnscope.layer_exit([by_key[k] for k in keys], module._attnscope_layer, backward)
+    if single:
+        return marked[0]
+    out = list(output)
+    for k, t in zip(keys, marked):
+        out[k] = t
+    return tuple(out) if isinstance(output, tuple) else out
+
+
+def _watch_compiles():
+    """Dynamo's compile callbacks time compilation, from the first compiled tree on. Not at install:
+    importing torch._dynamo in every process before the script's own imports made jobs hang in
+    destroy_process_group (a Gloo work's thread-local state then held a Python object whose release
+    waits for the GIL the destroying thread holds)."""
+    if _state.get("watching_compiles"):
+        return
+    _state["watching_compiles"] = True
+    callbacks = torch._dynamo.callback_handler
+    callbacks.register_start_callback(_compile_started)
+    callbacks.register_end_callback(_compile_ended)
+    _undo.append(_Undo(lambda: callbacks.remove_start_callback(_compile_started)))
+    _undo.append(_Undo(lambda: callbacks.remove_end_callback(_compile_ended)))
+    _undo.append(_Undo(lambda: _state.pop("watching_compiles", None)))
+
+
+def _compile_started(args):
+    if _state["compiling_since"] is None:
+        _state["compiling_since"] = time.perf_counter()
+
+
+def _compile_ended(args):
+    since = _state["compiling_since"]
+    if since is None:
+        return
+    _state["compiling_since"] = None
+    _state["compile_seconds"] += time.perf_counter() - since
+    _state["compiles"] += 1
+    try:
+        _flush_origins()
+    except Exception as e:  # noqa: BLE001 - never the job's compilation's failure
+        sys.stderr.write(f"[attnscope] compile time not reported: {e!r}\n")
 
 
 def _may_run_fast_path(module):
@@ -325,12 +455,24 @@ def _discover(module, args):
     if _is_compiling() or module in _scanned:
         return
     _walk(module, "")
+    if _state["compiled"]:
+        _compiled_tree_walked()
     # This call's hooks were gathered before the walk added the root's own: open its scope here
     # (its forward hook, read after forward, closes it).
     if module in _layers:
-        _layer_enter(module, args)
+        _layer_enter(module, args, {})
     elif module in _region_enter:
         _region_enter[module](module, args)
+
+
+def _compiled_tree_walked():
+    """A tree with compiled code was walked, before its compiled code first runs. Dynamo guards on
+    the global forward hooks its graphs ran under (`len(_global_forward_pre_hooks) == 1`): the
+    discovery hook goes now, before anything is compiled, rather than after the third optimizer
+    step, which would recompile every graph. Roots that first run later are not searched."""
+    _end_discovery()
+    _watch_compiles()
+    _ensure_started()  # the markers record into the session from the compiled code's first run
 
 
 def _end_discovery():
@@ -461,6 +603,22 @@ def install():
         module_compile(self, *args, **kwargs)
         compiled = self._compiled_call_impl
         owner = weakref.ref(self)
+        mode = kwargs.get("mode") or ""
+        options = dict(kwargs.get("options") or {})
+        options.setdefault("triton.cudagraphs", mode in ("reduce-overhead", "max-autotune"))
+        self._attnscope_compile_options = options
+
+        def walked(*a, **k):
+            # The compiled call runs the module's hooks, the global discovery hook included, inside
+            # compiled code: the tree is walked here, before it, so that its layers' hooks are traced.
+            module = owner()
+            if module is not None and module not in _scanned and _state["discovery_hook"] is not None:
+                _walk(module, "")
+                _compiled_tree_walked()
+            return compiled(*a, **k)
+        if not options["triton.cudagraphs"]:
+            self._compiled_call_impl = walked
+            return
 
         def region(*a, **k):
             if _is_compiling():
@@ -492,6 +650,13 @@ def install():
         init_process_group.__wrapped__ = init
         _replace(dist, "init_process_group", init_process_group)
         _replace(dist.distributed_c10d, "init_process_group", init_process_group)
+
+
+class _Undo:
+    """An undo step with a hook handle's remove()."""
+
+    def __init__(self, remove):
+        self.remove = remove
 
 
 def _replace(owner, name, value):

@@ -171,6 +171,7 @@ PYBIND11_MODULE(_attnscope, m) {
   m.def("describe_layer", &attnscope::describeLayer, py::arg("name"), py::arg("rule"),
         py::arg("source"));
   m.def("note_discovery", &attnscope::noteDiscovery, py::arg("note"));
+  m.def("note_compile", &attnscope::noteCompile, py::arg("seconds"), py::arg("count"));
   m.def("note_steps", &attnscope::noteSteps, py::arg("steps"));
   m.def("layers_seen", [] { return attnscope::runInfo().layersSeen; });
   m.def("op_kinds", [] {

@@ -22,8 +22,11 @@ Models (all built from small configs, nothing downloaded):
   mixer                     attention in a module whose class name does not say so (nothing found)
   sdpa_caller               SDPA called by a module whose class name does not say attention (Head)
 
---fsdp shards with FSDP2 (fully_shard per block and at the root) instead of DDP; --compile compiles
-the model first (before DDP or FSDP).
+--fsdp shards with FSDP2 (fully_shard per block and at the root) instead of DDP. --compile compiles
+first (before DDP or FSDP) with Inductor: the whole model (torch.compile(model), the default),
+`method` (model.compile(), in place) or `blocks` (each decoder block torch.compile'd and put back in
+its list, the TorchTitan recipe; with --fsdp each compiled block is then sharded). The output then
+also holds Dynamo's graph-break and graph counts.
 """
 import argparse
 import json
@@ -262,12 +265,22 @@ def build(name):
     raise SystemExit(f"unknown model {name!r}")
 
 
+def blocks_of(model):
+    """The list of decoder blocks: (parent ModuleList, index) pairs."""
+    for m in model.modules():
+        if isinstance(m, nn.ModuleList) and m and \
+                type(getattr(m[0], "_orig_mod", m[0])).__name__ in ("LlamaDecoderLayer", "Block"):
+            return [(m, i) for i in range(len(m))]
+    raise SystemExit("no decoder blocks found")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("model")
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--out", default="")
-    p.add_argument("--compile", action="store_true", help="torch.compile(model) before DDP")
+    p.add_argument("--compile", nargs="?", const="model", choices=("model", "method", "blocks"),
+                   help="torch.compile before DDP or FSDP: the whole model, model.compile(), or each block")
     p.add_argument("--fsdp", action="store_true",
                    help="FSDP2 instead of DDP: fully_shard on every block (model.layers.N, transformer.h.N) "
                         "and on the root, the common recipe")
@@ -280,13 +293,17 @@ def main():
     rank = dist.get_rank() if distributed else 0
     torch.manual_seed(0)
     model, batch_of, loss_of = build(a.model)
-    if a.compile:
+    if a.compile == "model":
         model = torch.compile(model)
+    elif a.compile == "method":
+        model.compile()
+    elif a.compile == "blocks":
+        for parent, i in blocks_of(model):
+            parent[i] = torch.compile(parent[i])
     if a.fsdp:
         from torch.distributed.fsdp import fully_shard
-        for name, m in model.named_modules():
-            if type(m).__name__ in ("LlamaDecoderLayer", "Block"):
-                fully_shard(m)
+        for parent, i in blocks_of(model):
+            fully_shard(parent[i])
         fully_shard(model)
     elif distributed:
         model = nn.parallel.DistributedDataParallel(model)
@@ -309,13 +326,14 @@ def main():
             opt.step()
             step_s.append(time.perf_counter() - t0)
             losses.append(float(loss))
-    breaks = 0
+    breaks, graphs = 0, 0
     if a.compile:
         from torch._dynamo.utils import counters
         breaks = sum(counters["graph_break"].values())
+        graphs = counters["stats"]["unique_graphs"]
     if a.out:
         with open(a.out.replace("{rank}", str(rank)), "w") as f:
-            json.dump({"losses": losses, "step_seconds": step_s, "graph_breaks": breaks}, f)
+            json.dump({"losses": losses, "step_seconds": step_s, "graph_breaks": breaks, "graphs": graphs}, f)
     if a.wait_metrics_s:
         time.sleep(a.wait_metrics_s)
     if distributed:

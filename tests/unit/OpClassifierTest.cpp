@@ -327,11 +327,13 @@ TEST(OpKindNameTest, EveryKindHasItsDocumentedName) {
   EXPECT_STREQ(opKindName(OpKind::kFusedAttention), "fused_attention");
   EXPECT_STREQ(opKindName(OpKind::kOther), "other");
   EXPECT_STREQ(opKindName(OpKind::kPositional), "positional");
+  EXPECT_STREQ(opKindName(OpKind::kCompiledKernels), "compiled_kernels");
   EXPECT_STREQ(opKindName(OpKind::kCount), "?");
-  EXPECT_EQ(kNumOpKinds, 10);
+  EXPECT_EQ(kNumOpKinds, 11);
   // Trace files store kinds as integers: the kinds before positional keep theirs.
   EXPECT_EQ(static_cast<int>(OpKind::kOther), 8);
   EXPECT_EQ(static_cast<int>(OpKind::kPositional), 9);
+  EXPECT_EQ(static_cast<int>(OpKind::kCompiledKernels), 10);
 }
 
 // Llama-style attention with complex rotary embeddings written by hand (no Python marking): the
@@ -358,6 +360,53 @@ TEST(OpClassifierTest, RegionKindsAreByNameAlone) {
   EXPECT_EQ(regionOpKind("aten::addmm"), OpKind::kOther);
   EXPECT_EQ(regionOpKind("aten::bmm"), OpKind::kOther);
   EXPECT_EQ(regionOpKind(nullptr), OpKind::kOther);
+}
+
+// Compiled code (Inductor on a CPU, the hand-written GPT): the softmax and masking are a generated
+// kernel between the two extern batch matmuls, so the second one is the context matmul.
+TEST(OpClassifierTest, CompiledForwardWithHiddenSoftmax) {
+  OpClassifier classifier(/*softmaxHidden=*/true);
+  const std::vector<std::pair<const char*, OpKind>> steps = {
+      {"aten::addmm", OpKind::kQkvProjection},   {"aten::bmm", OpKind::kScoreMatmul},
+      {"aten::randint", OpKind::kDropout},       {"aten::random_", OpKind::kDropout},
+      {"aten::bmm", OpKind::kContextMatmul},     {"aten::resolve_conj", OpKind::kLayoutCopy},
+      {"aten::addmm", OpKind::kOutputProjection}};
+  for (const auto& [op, kind] : steps)
+    EXPECT_STREQ(opKindName(classifier.classify(op)), opKindName(kind)) << op;
+  // Eager keeps telling a second score matmul from the context matmul by the softmax between.
+  EXPECT_EQ(classifyAll({"aten::bmm", "aten::bmm"}),
+            (std::vector<OpKind>{OpKind::kScoreMatmul, OpKind::kScoreMatmul}));
+}
+
+// A compiled backward graph's extern ops, in the gradient's order.
+TEST(BackwardOpClassifierTest, UnfusedRecipeInGradientOrder) {
+  BackwardOpClassifier classifier;
+  const std::vector<std::pair<const char*, OpKind>> steps = {
+      {"aten::mm", OpKind::kOutputProjection}, {"aten::mm", OpKind::kOutputProjection},
+      {"aten::bmm", OpKind::kContextMatmul},   {"aten::bmm", OpKind::kContextMatmul},
+      {"aten::bmm", OpKind::kScoreMatmul},     {"aten::bmm", OpKind::kScoreMatmul},
+      {"aten::mm", OpKind::kQkvProjection},    {"aten::mm", OpKind::kQkvProjection},
+      {"aten::view", OpKind::kLayoutCopy},     {"aten::frobnicate", OpKind::kOther}};
+  for (const auto& [op, kind] : steps)
+    EXPECT_STREQ(opKindName(classifier.classify(op)), opKindName(kind)) << op;
+}
+
+TEST(BackwardOpClassifierTest, FusedKernelBackwardSplitsTheProjections) {
+  BackwardOpClassifier classifier;
+  EXPECT_EQ(classifier.classify("aten::mm"), OpKind::kOutputProjection);
+  EXPECT_EQ(classifier.classify("aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
+            OpKind::kFusedAttention);
+  EXPECT_EQ(classifier.classify("aten::mm"), OpKind::kQkvProjection);
+  BackwardOpClassifier unfused;
+  EXPECT_EQ(unfused.classify("aten::bmm"), OpKind::kContextMatmul);
+  EXPECT_EQ(unfused.classify("aten::_softmax_backward_data"), OpKind::kSoftmax);
+  EXPECT_EQ(unfused.classify("aten::bmm"), OpKind::kScoreMatmul);
+  EXPECT_EQ(attentionBackendOfOp("aten::_scaled_dot_product_flash_attention_for_cpu_backward"),
+            AttentionBackend::kFlash);
+  EXPECT_EQ(attentionBackendOfOp("aten::_scaled_dot_product_efficient_attention_backward"),
+            AttentionBackend::kMemoryEfficient);
+  EXPECT_EQ(attentionBackendOfOp("aten::_scaled_dot_product_flash_attention_for_cpu_backwards"),
+            AttentionBackend::kCount);
 }
 
 TEST(OpKindNameTest, KindNamesAreDistinct) {

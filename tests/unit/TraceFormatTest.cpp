@@ -130,7 +130,7 @@ TEST(TraceFormatTest, MalformedRecordsAreRejectedWithWhereAndWhy) {
   EXPECT_EQ(decodeError(badPhase), "phase 3 unknown at byte 3 of 89");
   std::string badMask = good;
   badMask[8] = 0;
-  badMask[9] = 0x04;  // kind bit 10 (bytes 1 key, 2 count, 3-4 ns, 5-7 bytes/peak, 8-9 mask)
+  badMask[9] = 0x08;  // kind bit 11 (bytes 1 key, 2 count, 3-4 ns, 5-7 bytes/peak, 8-9 mask)
   EXPECT_EQ(decodeError(badMask), "op kind mask has unknown kinds at byte 10 of 89");
   std::string zeroCalls = good;
   zeroCalls[2] = 0;

@@ -69,9 +69,12 @@ ATTNSCOPE_API GpuStatus gpuStatus();
 
 // What a scope marks (docs/DISCOVERY.md).
 enum class ScopeType : uint8_t {
-  kLayer,   // one attention layer's call: ops classified by their place in the attention recipe
-  kRegion,  // a region that hides its layers (a torch.compile'd module): fused attention kernels
-            // are fused_attention, softmax ops softmax, every other op "other"
+  kLayer,     // one attention layer's call: ops classified by their place in the attention recipe
+  kRegion,    // a region that hides its layers (a torch.compile'd module): fused attention kernels
+              // are fused_attention, softmax ops softmax, every other op "other"
+  kCompiled,  // one layer's call inside compiled code, between the markers the compiler kept
+              // (docs/DISCOVERY.md): the ops it calls (extern kernels) are classified by their
+              // place in the recipe, the time between them is compiled_kernels
 };
 
 // Marks one attention call. Every aten op that runs on this thread while the scope is open is
@@ -139,6 +142,10 @@ ATTNSCOPE_API void describeLayer(const std::string& layerName, const std::string
                                  const std::string& source);
 // One sentence on what attnscope cannot see in this run (listed once in the summary).
 ATTNSCOPE_API void noteDiscovery(const std::string& note);
+// `seconds` spent in `count` more torch.compile compilations (the Python attach times Dynamo's
+// compiles): reported apart (summary discovery.compile_seconds, attnscope_compile_seconds_total),
+// never as a call.
+ATTNSCOPE_API void noteCompile(double seconds, uint64_t count);
 // Training steps done so far, for programs whose steps attnscope cannot tell (no scope has
 // opened, so no step ends). After kNothingFoundSteps steps with no attention call seen it warns
 // once: a log line naming how to mark attention, the metric attnscope_nothing_found, the

@@ -60,6 +60,11 @@ struct RunInfo {
   std::vector<std::string> discoveryNotes;
   uint64_t layersSeen = 0;    // distinct layer names recorded
   bool nothingFound = false;  // kNothingFoundSteps steps ended and no attention call was seen
+  // torch.compile: the time spent compiling (Dynamo, AOTAutograd, Inductor; the first calls of
+  // compiled code, and a backward graph compiled lazily) and how many compilations, never counted
+  // in any layer's call.
+  double compileSeconds = 0;
+  uint64_t compiles = 0;
   // How backward nodes were observed (docs/ARCHITECTURE.md, "Backward attribution"):
   // "node_hooks", "callback", "node_hooks_and_callback", or "none" before any call with links.
   std::string backwardObservation = "none";
