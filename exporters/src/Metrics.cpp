@@ -340,7 +340,6 @@ void addRooflineFacts(std::vector<MetricFamily>* out, const Labels& base, const 
       addValue(&g, base, v);
       out->push_back(std::move(g));
     };
-    number("attnscope_machine_cpu_cores", "CPU cores of this rank's machine", m.cpuCores);
     number("attnscope_machine_threads", "Intra-op threads of this rank's torch", m.threads);
     if (m.gpuMemoryBytes > 0) {
       number("attnscope_machine_gpu_memory_bytes", "Memory of this rank's GPU",
@@ -440,7 +439,6 @@ void addRank(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ra
              1);
     out->push_back(std::move(f));
   }
-  scalar("attnscope_world_size", "Ranks in the job", MetricType::Gauge, id.worldSize);
   scalar("attnscope_steps_total", "Training steps ended on this rank (the current step)",
          MetricType::Counter, static_cast<double>(r.run.stepsSeen));
   scalar("attnscope_sampled_steps_total", "Training steps recorded on this rank",
@@ -465,8 +463,6 @@ void addRank(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ra
       "attnscope_overhead_seconds_total",
       "Time spent in attnscope's own code on the training threads (callbacks, scopes, step fold)",
       MetricType::Counter, r.overheadSeconds);
-  scalar("attnscope_memory_reports_total", "Allocator reports received", MetricType::Counter,
-         static_cast<double>(r.run.memoryReports));
   scalar("attnscope_attention_layers",
          "Distinct attention layers recorded on this rank (0: nothing found to observe)",
          MetricType::Gauge, static_cast<double>(r.run.layersSeen));
@@ -511,8 +507,6 @@ void addRank(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ra
          r.degraded ? 1 : 0);
   scalar("attnscope_aggregation_round_seconds", "Wall time of the last aggregation round",
          MetricType::Gauge, r.lastRoundSeconds);
-  scalar("attnscope_aggregation_round_bytes", "Bytes this rank contributed to the last round",
-         MetricType::Gauge, static_cast<double>(r.lastRoundBytes));
   scalar("attnscope_trace_errors_total", "Trace store writes that failed", MetricType::Counter,
          static_cast<double>(r.traceErrors));
   addGpu(out, base, r, options.layerDetail);

@@ -474,7 +474,7 @@ StatsTable deepModel(int layers) {
 }
 
 // docs/METRICS.md's budget: with defaults a rank's series do not depend on the model's depth
-// (24 scalars, 2 per-step gauges, per phase a 4-series summary, 2 memory series and one per op
+// (23 scalars, 2 per-step gauges, per phase a 4-series summary, 2 memory series and one per op
 // kind, and the endpoint's own count); per-layer detail costs 40 (histogram) + 2 + kinds per layer
 // and phase.
 TEST(MetricsTest, DefaultSeriesOfARankDoNotGrowWithTheLayers) {
@@ -486,10 +486,10 @@ TEST(MetricsTest, DefaultSeriesOfARankDoNotGrowWithTheLayers) {
   EXPECT_EQ(seriesCount(
                 buildMetrics(identity(1), RankMetrics{}, deepModel(80), MetricsOptions{}, nullptr)),
             two);
-  EXPECT_EQ(two, 24u + 2 + 2 * (4 + 2 + 6) + 1);
+  EXPECT_EQ(two, 23u + 2 + 2 * (4 + 2 + 6) + 1);
   const size_t detail48 =
       seriesCount(buildMetrics(identity(1), RankMetrics{}, deepModel(48), kLayerDetail, nullptr));
-  EXPECT_EQ(detail48, 24u + 2 + 2 * 4 + 48 * 2 * (40 + 2 + 6) + 1);
+  EXPECT_EQ(detail48, 23u + 2 + 2 * 4 + 48 * 2 * (40 + 2 + 6) + 1);
 }
 
 // Rank 0 adds what does not grow with the world beyond ATTNSCOPE_METRICS_RANKS: 11 job scalars,
@@ -516,7 +516,7 @@ TEST(MetricsTest, JobSummarySeriesAreBoundedByTheModelAndTheDescribedRanks) {
             rank + job + 8 * kTopRanks);
 }
 
-// The roofline (docs/METRICS.md): 7 series per rank (ceilings, machine, shape reads; 8 with a GPU),
+// The roofline (docs/METRICS.md): 6 series per rank (ceilings, machine, shape reads; 7 with a GPU),
 // and with layer detail 6 per (layer, phase, op kind) with formulas (flops, bytes, seconds,
 // fraction, bound memory/compute).
 TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
@@ -546,13 +546,13 @@ TEST(MetricsTest, RooflineSeriesCountsOfA48LayerModel) {
   const size_t plain =
       seriesCount(buildMetrics(identity(1), RankMetrics{}, t, kLayerDetail, nullptr));
   EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, kLayerDetail, nullptr)),
-            plain + 7 + 48 * 2 * 7 * 6);
+            plain + 6 + 48 * 2 * 7 * 6);
   // By default a rank exports the ceilings, its hardware and the shape reads; the cells are in
   // the job summary (per layer) and with layer detail.
   const size_t plainSummed =
       seriesCount(buildMetrics(identity(1), RankMetrics{}, t, MetricsOptions{}, nullptr));
   EXPECT_EQ(seriesCount(buildMetrics(identity(1), m, t, MetricsOptions{}, nullptr)),
-            plainSummed + 7);
+            plainSummed + 6);
 }
 
 TEST(MetricsTest, RooflineBoundAndFractionAgainstTheCeilings) {
