@@ -171,7 +171,7 @@ TEST(TraceReaderTest, RooflineRowsOutOfRangeAreLeftOutAndCounted) {
           db,
           "INSERT INTO roofline VALUES(1, 0, 0, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // good
           "INSERT INTO roofline VALUES(1, 0, 3, 1, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"   // phase 3
-          "INSERT INTO roofline VALUES(1, 0, 0, 10, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // kind 10
+          "INSERT INTO roofline VALUES(1, 0, 0, 11, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // kind 11
           "INSERT INTO roofline VALUES(1, -1, 0, 2, 5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // layer -1
           "INSERT INTO roofline VALUES(1, 0, 0, 3, -5, 0.5, 0.5, 1e9, 1e8, 1e9);"  // ops < 0
           "INSERT INTO roofline VALUES(1, 0, 0, 4, 5, -0.5, 0, 1e9, 1e8, 1e9);"    // seconds < 0
@@ -183,6 +183,7 @@ TEST(TraceReaderTest, RooflineRowsOutOfRangeAreLeftOutAndCounted) {
           nullptr, nullptr, nullptr),
       SQLITE_OK);
   sqlite3_close(db);
+  static_assert(kNumOpKinds == 11, "the kind row above must be the first kind out of range");
   RankTrace t;
   std::string error;
   ASSERT_TRUE(readRankTrace(dir.file("rank-0.sqlite"), &t, &error)) << error;
