@@ -1,17 +1,50 @@
 #include "attnscope/core/Attribution.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace attnscope {
 
-double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps) {
+double lowerMean(const LogHistogram& h, double fraction) {
+  if (h.count() == 0) return 0.0;
+  const double want =
+      std::max(1.0, std::clamp(fraction, 0.0, 1.0) * static_cast<double>(h.count()));
+  double taken = 0, sum = 0;
+  for (int i = 0; i < LogHistogram::kNumBuckets && taken < want; ++i) {
+    const uint64_t n = h.buckets()[i];
+    if (n == 0) continue;
+    const double mid = std::clamp(
+        std::sqrt(LogHistogram::bucketLower(i) * LogHistogram::bucketUpper(i)), h.min(), h.max());
+    const double part = std::min(static_cast<double>(n), want - taken);
+    sum += part * mid;
+    taken += part;
+  }
+  return sum / taken;
+}
+
+double typicalSecondsPerCall(const LogHistogram& calls, Typical statistic) {
+  switch (statistic) {
+    case Typical::kFastHalfMean:
+      return lowerMean(calls, 0.5);
+    case Typical::kMedian:
+      return calls.quantile(0.5);
+    case Typical::kMean:
+      return calls.mean();
+  }
+  return 0;
+}
+
+double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps, Typical statistic) {
   if (sampledSteps == 0) return 0;
   const LogHistogram& h = cell.seconds;
-  return h.quantile(0.5) * static_cast<double>(h.count()) / static_cast<double>(sampledSteps);
+  return typicalSecondsPerCall(h, statistic) * static_cast<double>(h.count()) /
+         static_cast<double>(sampledSteps);
 }
 
 CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                             const StatsTable& others, uint64_t othersSampledSteps,
                             double outlierFactor, double outlierMinShare,
-                            const CellOutlierCell& keep) {
+                            const CellOutlierCell& keep, Typical statistic) {
   CellComparison out;
   if (mySampledSteps == 0 || othersSampledSteps == 0) return out;
   const auto& a = mine.layers();
@@ -24,12 +57,13 @@ CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
       if (pa == nullptr) continue;
       const PhaseStats* pc = c[l].phases[p].get();
       // This rank's time per step in the layer and phase: what an outlier's excess is a share of.
-      const double layerPhase = typicalSecondsPerStep(pa->call, mySampledSteps);
+      const double layerPhase = typicalSecondsPerStep(pa->call, mySampledSteps, statistic);
       for (int k = 0; k < kNumOpKinds; ++k) {
         if (!pa->kinds[k]) continue;
-        const double own = typicalSecondsPerStep(*pa->kinds[k], mySampledSteps);
+        const double own = typicalSecondsPerStep(*pa->kinds[k], mySampledSteps, statistic);
         const double typical =
-            pc && pc->kinds[k] ? typicalSecondsPerStep(*pc->kinds[k], othersSampledSteps) : 0.0;
+            pc && pc->kinds[k] ? typicalSecondsPerStep(*pc->kinds[k], othersSampledSteps, statistic)
+                               : 0.0;
         const double excess = own - typical;
         if (excess <= 0) continue;
         total += excess;

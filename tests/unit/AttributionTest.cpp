@@ -154,5 +154,50 @@ TEST(AttributionTest, NoExcessNoAttribution) {
   EXPECT_EQ(compare(mine, 1, others, 0).outlier.layer, -1);  // alone: nobody to compare with
 }
 
+LogHistogram histogramOf(const std::vector<double>& values) {
+  LogHistogram h;
+  for (double v : values) h.add(v);
+  return h;
+}
+
+// The mean of the faster half: within the bucket error of the exact lower-half mean, and continuous
+// where the median jumps. Half fast (1 ms) and half slow (4 ms) calls: moving two calls from one
+// mode to the other moves the median 4x, the faster half's mean by 6%.
+TEST(LowerMeanTest, FasterHalfIsContinuousWhereTheMedianJumps) {
+  const double e = LogHistogram::kRelativeError;
+  const auto mixture = [](int slow) {
+    std::vector<double> v;
+    for (int i = 0; i < 100; ++i) v.push_back(i < slow ? 4e-3 : 1e-3);
+    return histogramOf(v);
+  };
+  const LogHistogram below = mixture(49), above = mixture(51);
+  EXPECT_NEAR(below.quantile(0.5), 1e-3, 1e-3 * e);
+  EXPECT_NEAR(above.quantile(0.5), 4e-3, 4e-3 * e);
+  EXPECT_NEAR(lowerMean(below, 0.5), 1e-3, 1e-3 * e);
+  // The faster 50 calls: 49 at 1 ms and one at 4 ms.
+  EXPECT_NEAR(lowerMean(above, 0.5), (49 * 1e-3 + 4e-3) / 50, 1.06e-3 * e);
+  EXPECT_NEAR(typicalSecondsPerCall(above, Typical::kMedian), 4e-3, 4e-3 * e);
+  EXPECT_NEAR(typicalSecondsPerCall(above), lowerMean(above, 0.5), 1e-12);
+  EXPECT_DOUBLE_EQ(typicalSecondsPerCall(above, Typical::kMean), above.mean());
+  // Every call 5x slower: the faster half moves 5x.
+  std::vector<double> slow, fast;
+  for (int i = 0; i < 60; ++i) {
+    fast.push_back(1e-3 * (1 + 0.01 * i));
+    slow.push_back(5e-3 * (1 + 0.01 * i));
+  }
+  EXPECT_NEAR(lowerMean(histogramOf(slow), 0.5) / lowerMean(histogramOf(fast), 0.5), 5.0, 0.5);
+}
+
+TEST(LowerMeanTest, EdgeCases) {
+  EXPECT_EQ(lowerMean(LogHistogram(), 0.5), 0.0);
+  // One value: itself (clamped to min and max), whatever the fraction.
+  EXPECT_DOUBLE_EQ(lowerMean(histogramOf({0.3}), 0.5), 0.3);
+  EXPECT_DOUBLE_EQ(lowerMean(histogramOf({0.3}), 0.0), 0.3);
+  // The whole distribution: the mean within the bucket error.
+  const LogHistogram h = histogramOf({1.0, 2.0, 3.0, 10.0});
+  EXPECT_NEAR(lowerMean(h, 1.0), h.mean(), h.mean() * LogHistogram::kRelativeError);
+  EXPECT_NEAR(lowerMean(h, 0.5), 1.5, 1.5 * LogHistogram::kRelativeError);
+}
+
 }  // namespace
 }  // namespace attnscope

@@ -16,11 +16,27 @@ struct Attribution {
   double share = 0;  // of the summed positive excess over all cells
 };
 
-// A cell's typical time per sampled step: its median per-call time × calls per step. The median
-// ignores the calls a preemption, a page fault or a collector pause happened to hit (on a
-// crowded host those multiply single calls by 10–30x and dominate a mean); a rank that is slow
-// in every call, the kind that holds back synchronous training, moves it.
-ATTNSCOPE_API double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps);
+// How a cell's typical time per call is read from its histogram. kFastHalfMean (the default):
+// the mean of the faster half of the calls. Preemption, page faults and collector pauses only add
+// time, and on a crowded host they hit a third to a half of the calls by 10-30x; the faster half
+// leaves them out, while a cell slow in every call (a slower kernel, a throttled device, the kind
+// of slowness that holds back synchronous training) moves it by its full factor. A median leaves
+// them out too, but jumps from one mode to the other when about half of the calls are hit: two
+// ranks preempted 45% and 55% of the time differ 3x by their medians (docs/AGGREGATION.md,
+// bench/detection_bench). kMedian and kMean remain for that comparison.
+enum class Typical { kFastHalfMean, kMedian, kMean };
+
+// Mean of the smallest `fraction` (in (0, 1]) of a histogram's values, each read back as its
+// bucket's geometric middle clamped to [min, max] (the bucket that straddles the cut counts in
+// part); 0 when empty. Unlike a quantile it moves continuously as values cross the cut.
+ATTNSCOPE_API double lowerMean(const LogHistogram& h, double fraction);
+
+// A cell's typical time per sampled step: its typical time per call x calls per step. The one
+// statistic behind the live scores, the cell outliers and the post-run report.
+ATTNSCOPE_API double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps,
+                                           Typical statistic = Typical::kFastHalfMean);
+ATTNSCOPE_API double typicalSecondsPerCall(const LogHistogram& calls,
+                                           Typical statistic = Typical::kFastHalfMean);
 
 // A cell far above the same cell on the other ranks: its factor and its excess as a share of
 // the rank's time per step in the cell's layer and phase.
@@ -48,6 +64,7 @@ struct CellComparison {
 ATTNSCOPE_API CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                                           const StatsTable& others, uint64_t othersSampledSteps,
                                           double outlierFactor, double outlierMinShare,
-                                          const CellOutlierCell& keep = {});
+                                          const CellOutlierCell& keep = {},
+                                          Typical statistic = Typical::kFastHalfMean);
 
 }  // namespace attnscope
