@@ -214,12 +214,13 @@ void summary(const Analysis& a, std::ostream& out) {
     char buf[320];
     std::snprintf(buf, sizeof(buf),
                   "  cell outlier: rank %d %s %s %s, %.2fx the other ranks' median (%s vs %s per "
-                  "step, +%.0f%% on the layer's %s time; %llu of %llu steps above)%s\n",
+                  "step, +%.0f%% on the layer's %s time; %llu of %llu steps above%s)%s\n",
                   c.rank, c.layer.c_str(), attnscope::phaseName(c.phase),
                   attnscope::opKindName(c.kind), c.factor, text::seconds(c.secondsPerStep).c_str(),
                   text::seconds(c.othersSecondsPerStep).c_str(), 100 * c.excessShare,
                   attnscope::phaseName(c.phase), static_cast<unsigned long long>(c.stepsAbove),
                   static_cast<unsigned long long>(c.steps),
+                  c.windows > 0 ? (", " + std::to_string(c.windows) + " windows").c_str() : "",
                   c.rankIsStraggler ? "; the rank is a straggler" : "");
     out << buf;
   }

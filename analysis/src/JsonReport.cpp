@@ -272,7 +272,8 @@ std::string JsonReport::render(const Analysis& a) {
   }
   o << (a.skipped.empty() ? "" : "\n  ") << "],\n  \"missing_ranks\": [";
   for (size_t i = 0; i < a.missingRanks.size(); ++i) o << (i ? ", " : "") << a.missingRanks[i];
-  o << "],\n  \"stragglers\": [";
+  o << "],\n  \"detection\": " << jsonString(a.detection)
+    << ",\n  \"detection_rounds\": " << a.rounds << ",\n  \"stragglers\": [";
   for (size_t i = 0; i < a.stragglers.size(); ++i) {
     const StragglerEpisode& e = a.stragglers[i];
     o << (i ? ",\n" : "\n") << "    {\"rank\": " << e.rank << ", \"first_step\": " << e.firstStep
@@ -303,7 +304,8 @@ std::string JsonReport::render(const Analysis& a) {
       << ", \"others_max_seconds_per_step\": " << jsonNumber(c.othersMaxSecondsPerStep)
       << ", \"other_ranks\": " << c.otherRanks
       << ", \"excess_share\": " << jsonNumber(c.excessShare, "%.4f") << ", \"steps\": " << c.steps
-      << ", \"steps_above\": " << c.stepsAbove
+      << ", \"steps_above\": " << c.stepsAbove << ", \"windows\": " << c.windows
+      << ", \"max_factor\": " << jsonNumber(c.maxFactor, "%.4f")
       << ", \"rank_is_straggler\": " << (c.rankIsStraggler ? "true" : "false") << "}";
   }
   o << (a.cellOutliers.empty() ? "" : "\n  ")

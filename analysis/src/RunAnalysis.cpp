@@ -7,8 +7,10 @@
 #include <map>
 #include <unordered_map>
 
+#include "DetectorReplay.h"
 #include "Median.h"
 #include "RooflineAnalysis.h"
+#include "attnscope/core/Attribution.h"
 #include "attnscope/exporters/TraceStore.h"
 
 namespace attnscope {
@@ -41,10 +43,14 @@ struct RankSteps {
 
 int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int>(phase); }
 
-// A rank's typical attention time per step over the steps `idx`: per (layer, phase) the median
-// time per step, summed, as the live detector's typical time (median call x calls per step). A
-// median of whole-step totals lets a preemption that lands in a different layer in each step
-// raise every step; per layer, it stays the outlier it is.
+// The typical time per step of per-step figures: the live statistic (Typical::kFastHalfMean, the
+// mean of the faster half) over exact values.
+double typical(std::vector<double> v) { return lowerMean(std::move(v), 0.5); }
+
+// A rank's typical attention time per step over the steps `idx`: per (layer, phase) the typical
+// time per step, summed, as the live detector's (typical call x calls per step). A statistic of
+// whole-step totals lets a preemption that lands in a different layer in each step raise every
+// step; per layer, it stays the outlier it is.
 double typicalAttention(const RankSteps& r, const std::vector<size_t>& idx, int numSlots) {
   if (idx.empty()) return kNaN;
   double sum = 0;
@@ -52,13 +58,14 @@ double typicalAttention(const RankSteps& r, const std::vector<size_t>& idx, int 
   for (int slot = 0; slot < numSlots; ++slot) {
     for (size_t j = 0; j < idx.size(); ++j)
       v[j] = r.cells[idx[j]][static_cast<size_t>(slot) * kCells];
-    sum += median(v);
+    sum += typical(v);
   }
   return sum;
 }
 
-// Cell outliers: per (rank, layer, phase, op kind), the rank's median time per step over the
-// median of the other ranks' medians. Runs after the episodes (it marks the straggler ranks).
+// Cell outliers of a run without live rounds (no aggregation): per (rank, layer, phase, op kind),
+// the rank's typical time per step over the median of the other ranks' typical times. Runs after
+// the episodes (it marks the straggler ranks).
 void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
                       const AnalysisOptions& options, Analysis* a) {
   std::vector<const RankSteps*> sampled;
@@ -74,7 +81,7 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
     std::vector<double> v(r.cells.size());
     for (size_t c = 0; c < numCells; ++c) {
       for (size_t s = 0; s < r.cells.size(); ++s) v[s] = r.cells[s][c];
-      medians[i][c] = median(v);
+      medians[i][c] = typical(v);
     }
   }
   std::vector<CellOutlier> found;
@@ -90,9 +97,9 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
       }
       // What the excess is a share of: the rank's median time per step in the layer and phase.
       const double layerPhase = medians[i][c - c % kCells];
-      const double mine = medians[i][c], typical = median(others);
-      if (!(typical > 0) || !(layerPhase > 0) || mine < options.cellFactor * typical ||
-          mine - typical < options.cellMinShare * layerPhase) {
+      const double mine = medians[i][c], theirs = median(others);
+      if (!(theirs > 0) || !(layerPhase > 0) || mine < options.cellFactor * theirs ||
+          mine - theirs < options.cellMinShare * layerPhase) {
         continue;
       }
       CellOutlier out;
@@ -102,14 +109,14 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
       out.phase = static_cast<Phase>(slot % kNumPhases);
       out.kind = static_cast<OpKind>(c % kCells - 1);
       out.secondsPerStep = mine;
-      out.othersSecondsPerStep = typical;
+      out.othersSecondsPerStep = theirs;
       out.othersMinSecondsPerStep = *std::min_element(others.begin(), others.end());
       out.othersMaxSecondsPerStep = *std::max_element(others.begin(), others.end());
-      out.factor = mine / typical;
-      out.excessShare = (mine - typical) / layerPhase;
+      out.factor = mine / theirs;
+      out.excessShare = (mine - theirs) / layerPhase;
       out.steps = r.cells.size();
       for (const std::vector<float>& step : r.cells) {
-        if (step[c] > options.cellFactor * typical) ++out.stepsAbove;
+        if (step[c] > options.cellFactor * theirs) ++out.stepsAbove;
       }
       out.otherRanks = static_cast<int>(others.size());
       out.rankIsStraggler = straggler;
@@ -117,6 +124,192 @@ void findCellOutliers(const std::vector<RankSteps>& ranks, int numSlots,
     }
   }
   std::sort(found.begin(), found.end(), [](const CellOutlier& x, const CellOutlier& y) {
+    return x.secondsPerStep - x.othersSecondsPerStep > y.secondsPerStep - y.othersSecondsPerStep;
+  });
+  a->cellOutliersFound = found.size();
+  if (found.size() > Analysis::kMaxCellOutliers) found.resize(Analysis::kMaxCellOutliers);
+  a->cellOutliers = std::move(found);
+}
+
+// Straggler episodes of a trace without windows: runs of time bins above the threshold (bins
+// without steps of the rank neither extend nor break a run).
+std::vector<StragglerEpisode> binnedEpisodes(const Analysis& a, const std::vector<RankSteps>& ranks,
+                                             const std::map<int, size_t>& rowOf,
+                                             const AnalysisOptions& options, int bins) {
+  std::vector<StragglerEpisode> episodes;
+  const int minBins = std::max(1, std::min(options.minBins, bins));
+  for (const RankSteps& r : ranks) {
+    const size_t row = rowOf.at(r.rank);
+    const std::vector<double>& score = a.binScore[row];
+    int first = -1, last = -1, count = 0;
+    double maxScore = 0, sum = 0;
+    const auto close = [&] {
+      if (count >= minBins) {
+        StragglerEpisode e;
+        e.rank = r.rank;
+        e.firstBin = first;
+        e.lastBin = last;
+        e.startUnix = a.startUnix + first * a.binSeconds;
+        e.endUnix = a.startUnix + (last + 1) * a.binSeconds;
+        e.maxScore = maxScore;
+        e.meanScore = sum / count;
+        e.slowBins = count;
+        episodes.push_back(e);
+      }
+      first = last = -1;
+      count = 0;
+      maxScore = sum = 0;
+    };
+    for (int b = 0; b < bins; ++b) {
+      if (std::isnan(score[b])) continue;
+      if (score[b] > options.threshold) {
+        if (first < 0) first = b;
+        last = b;
+        ++count;
+        maxScore = std::max(maxScore, score[b]);
+        sum += score[b];
+      } else {
+        close();
+      }
+    }
+    close();
+  }
+
+  // Episodes of one rank less than minBins bins apart are one episode (a short dip, a preempted
+  // bin of the other ranks).
+  {
+    std::vector<StragglerEpisode> merged;
+    for (const StragglerEpisode& e : episodes) {  // in rank, then time order
+      StragglerEpisode* last = merged.empty() ? nullptr : &merged.back();
+      if (last != nullptr && last->rank == e.rank && e.firstBin - last->lastBin - 1 < minBins) {
+        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) /
+                          (last->slowBins + e.slowBins);
+        last->slowBins += e.slowBins;
+        last->maxScore = std::max(last->maxScore, e.maxScore);
+        last->lastBin = e.lastBin;
+        last->endUnix = e.endUnix;
+      } else {
+        merged.push_back(e);
+      }
+    }
+    episodes.swap(merged);
+  }
+  return episodes;
+}
+
+// The round (0-based) of the first of the `windows` consecutive windows that opened an episode.
+size_t firstSlowRound(const StragglerFinding& f, const AnalysisOptions& options) {
+  const uint64_t back = static_cast<uint64_t>(std::max(1, options.minBins)) - 1;
+  return static_cast<size_t>(f.firstRound - 1 >= back ? f.firstRound - 1 - back : 0);
+}
+
+// Straggler episodes as the replayed detector found them, with each episode's scores over its
+// rounds (maximum, mean, rounds above the threshold).
+template <typename BinOf>
+std::vector<StragglerEpisode> replayedEpisodes(const detail::Replay& replay,
+                                               const AnalysisOptions& options, const BinOf& binOf) {
+  std::vector<StragglerEpisode> episodes;
+  for (const StragglerFinding& f : replay.stragglers) {
+    StragglerEpisode e;
+    e.rank = f.rank;
+    // From the first of the windows above the threshold that made the rank a straggler.
+    const size_t k1 = f.lastRound - 1, k0 = firstSlowRound(f, options);
+    e.startUnix = replay.startUnix[k0];
+    e.endUnix = replay.endUnix[k1];
+    e.firstBin = binOf(e.startUnix);
+    e.lastBin = binOf(e.endUnix);
+    double sum = 0;
+    int scored = 0;
+    for (size_t k = k0; k <= k1; ++k) {
+      const double x = replay.score[k][static_cast<size_t>(f.rank)];
+      if (std::isnan(x)) continue;
+      e.maxScore = std::max(e.maxScore, x);
+      sum += x;
+      ++scored;
+      if (x > options.threshold) ++e.slowBins;
+    }
+    e.meanScore = scored > 0 ? sum / scored : 0;
+    episodes.push_back(e);
+  }
+  return episodes;
+}
+
+// Cell outliers as the replayed detector found them. Each episode's evidence comes from the steps
+// in its span: the rank's typical time per step in the cell, the other ranks' (median, least and
+// most) and the steps above cellFactor x the others' median. Sorted by evidence: the longest
+// episodes first, then the largest excess.
+void replayedCellOutliers(const detail::Replay& replay, const std::vector<RankSteps>& ranks,
+                          const std::unordered_map<std::string, int>& layerIndex,
+                          const AnalysisOptions& options, Analysis* a) {
+  std::vector<CellOutlier> found;
+  for (const StragglerFinding& f : replay.cellOutliers) {
+    const auto layer = layerIndex.find(f.layer);
+    // The live thresholds applied during the job; the report's can only be stricter.
+    if (layer == layerIndex.end() || f.maxScore < options.cellFactor ||
+        f.share < options.cellMinShare) {
+      continue;
+    }
+    CellOutlier out;
+    out.rank = f.rank;
+    out.layer = f.layer;
+    out.phase = f.phase;
+    out.kind = f.kind;
+    out.maxFactor = f.maxScore;
+    out.excessShare = f.share;
+    const size_t k0 = firstSlowRound(f, options), k1 = f.lastRound - 1,
+                 r = static_cast<size_t>(f.rank);
+    out.windows = static_cast<int>(k1 - k0 + 1);
+    out.startUnix = replay.startUnix[k0];
+    out.endUnix = replay.endUnix[k1];
+    std::vector<double> factors;
+    for (size_t k = k0; k <= k1; ++k) {
+      if (replay.cellLayer[k][r] == layer->second &&
+          replay.cellPhase[k][r] == static_cast<uint8_t>(f.phase) &&
+          replay.cellKind[k][r] == static_cast<uint8_t>(f.kind)) {
+        factors.push_back(replay.cellFactor[k][r]);
+      }
+    }
+    out.factor = factors.empty() ? f.maxScore : median(factors);
+    for (const StragglerEpisode& e : a->stragglers) {
+      out.rankIsStraggler = out.rankIsStraggler || e.rank == f.rank;
+    }
+    const size_t c = static_cast<size_t>(slotOf(layer->second, f.phase)) * kCells + 1 +
+                     static_cast<size_t>(f.kind);
+    std::vector<double> others;
+    const RankSteps* mine = nullptr;
+    for (const RankSteps& rs : ranks) {
+      std::vector<double> v;
+      for (size_t i = 0; i < rs.cells.size(); ++i) {
+        if (rs.endUnix[i] > out.startUnix && rs.endUnix[i] <= out.endUnix + 1e-9 &&
+            c < rs.cells[i].size()) {
+          v.push_back(rs.cells[i][c]);
+        }
+      }
+      if (v.empty()) continue;
+      if (rs.rank == f.rank) {
+        mine = &rs;
+        out.secondsPerStep = typical(std::move(v));
+      } else {
+        others.push_back(typical(std::move(v)));
+      }
+    }
+    if (!others.empty()) {
+      out.othersSecondsPerStep = median(others);
+      out.othersMinSecondsPerStep = *std::min_element(others.begin(), others.end());
+      out.othersMaxSecondsPerStep = *std::max_element(others.begin(), others.end());
+      out.otherRanks = static_cast<int>(others.size());
+    }
+    if (mine != nullptr) {
+      for (size_t i = 0; i < mine->cells.size(); ++i) {
+        if (mine->endUnix[i] <= out.startUnix || mine->endUnix[i] > out.endUnix + 1e-9) continue;
+        ++out.steps;
+        if (mine->cells[i][c] > options.cellFactor * out.othersSecondsPerStep) ++out.stepsAbove;
+      }
+    }
+    found.push_back(std::move(out));
+  }
+  std::sort(found.begin(), found.end(), [](const CellOutlier& x, const CellOutlier& y) {
+    if (x.windows != y.windows) return x.windows > y.windows;
     return x.secondsPerStep - x.othersSecondsPerStep > y.secondsPerStep - y.othersSecondsPerStep;
   });
   a->cellOutliersFound = found.size();
@@ -287,21 +480,21 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       fwd.push_back(f);
       bwd.push_back(b);
     }
-    row.forwardSeconds = fwd.empty() ? 0 : median(fwd);
-    row.backwardSeconds = bwd.empty() ? 0 : median(bwd);
+    row.forwardSeconds = fwd.empty() ? 0 : typical(fwd);
+    row.backwardSeconds = bwd.empty() ? 0 : typical(bwd);
   }
-  std::vector<double> typical(ranks.size(), kNaN);  // per rank: over all its steps
+  std::vector<double> rankTypical(ranks.size(), kNaN);  // per rank: over all its steps
   for (size_t i = 0; i < ranks.size(); ++i) {
     std::vector<size_t> all(ranks[i].cells.size());
     for (size_t s = 0; s < all.size(); ++s) all[s] = s;
-    typical[i] = typicalAttention(ranks[i], all, numSlots);
+    rankTypical[i] = typicalAttention(ranks[i], all, numSlots);
   }
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankSteps& r = ranks[i];
     if (r.attention.empty()) continue;
     std::vector<double> others;
     for (size_t o = 0; o < ranks.size(); ++o) {
-      if (o != i && !ranks[o].attention.empty()) others.push_back(typical[o]);
+      if (o != i && !ranks[o].attention.empty()) others.push_back(rankTypical[o]);
     }
     // The live detector's definition (StragglerDetector): over the others' median; alone, 1.
     const double m = median(others);
@@ -309,7 +502,29 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     if (others.empty()) {
       score = 1.0;
     } else if (m > 0) {
-      score = typical[i] / m;
+      score = rankTypical[i] / m;
+    }
+  }
+
+  // The live detector, replayed from the windows every rank recorded: where the files have them,
+  // the scores, straggler episodes and cell outliers below are the live ones by construction.
+  const auto rank0 = byRank.find(0);
+  const detail::Replay replay =
+      detail::replayDetector(byRank, a.worldSize, a.layerNames, layerIndex,
+                             detail::replayOptions(rank0 == byRank.end() ? nullptr : rank0->second,
+                                                   options.threshold, options.minBins));
+  a.detection = replay.done ? "live_rounds" : "steps";
+  a.rounds = replay.intervals.size();
+  if (replay.done) {
+    for (RankRow& row : a.ranks) {
+      std::vector<double> scores;
+      for (const std::vector<double>& round : replay.score) {
+        if (static_cast<size_t>(row.rank) < round.size() && !std::isnan(round[row.rank]))
+          scores.push_back(round[row.rank]);
+      }
+      // The median over the rounds that scored the rank (rounds of start-up and the short last
+      // window do not move it).
+      if (!scores.empty()) row.score = median(scores);
     }
   }
 
@@ -346,71 +561,17 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     }
   }
 
-  // Straggler episodes: runs of bins above the threshold (bins without steps of the rank neither
-  // extend nor break a run).
-  const int minBins = std::max(1, std::min(options.minBins, bins));
-  for (const RankSteps& r : ranks) {
-    const size_t row = rowOf.at(r.rank);
-    const std::vector<double>& score = a.binScore[row];
-    int first = -1, last = -1, count = 0;
-    double maxScore = 0, sum = 0;
-    const auto close = [&] {
-      if (count >= minBins) {
-        StragglerEpisode e;
-        e.rank = r.rank;
-        e.firstBin = first;
-        e.lastBin = last;
-        e.startUnix = a.startUnix + first * a.binSeconds;
-        e.endUnix = a.startUnix + (last + 1) * a.binSeconds;
-        e.maxScore = maxScore;
-        e.meanScore = sum / count;
-        e.slowBins = count;
-        a.stragglers.push_back(e);
-      }
-      first = last = -1;
-      count = 0;
-      maxScore = sum = 0;
-    };
-    for (int b = 0; b < bins; ++b) {
-      if (std::isnan(score[b])) continue;
-      if (score[b] > options.threshold) {
-        if (first < 0) first = b;
-        last = b;
-        ++count;
-        maxScore = std::max(maxScore, score[b]);
-        sum += score[b];
-      } else {
-        close();
-      }
-    }
-    close();
-  }
-
-  // Episodes of one rank less than minBins bins apart are one episode (a short dip, a preempted
-  // bin of the other ranks).
-  {
-    std::vector<StragglerEpisode> merged;
-    for (const StragglerEpisode& e : a.stragglers) {  // in rank, then time order
-      StragglerEpisode* last = merged.empty() ? nullptr : &merged.back();
-      if (last != nullptr && last->rank == e.rank && e.firstBin - last->lastBin - 1 < minBins) {
-        last->meanScore = (last->meanScore * last->slowBins + e.meanScore * e.slowBins) /
-                          (last->slowBins + e.slowBins);
-        last->slowBins += e.slowBins;
-        last->maxScore = std::max(last->maxScore, e.maxScore);
-        last->lastBin = e.lastBin;
-        last->endUnix = e.endUnix;
-      } else {
-        merged.push_back(e);
-      }
-    }
-    a.stragglers.swap(merged);
+  if (replay.done) {
+    a.stragglers = replayedEpisodes(replay, options, binOf);
+  } else {
+    a.stragglers = binnedEpisodes(a, ranks, rowOf, options, bins);
   }
 
   // Attribution of each episode: per (layer, phase, cell), the rank's median time per step in the
   // episode against the median over the other ranks of theirs.
   for (StragglerEpisode& e : a.stragglers) {
     const auto inSpan = [&](const RankSteps& r, size_t i) {
-      return r.endUnix[i] >= e.startUnix && r.endUnix[i] <= e.endUnix + 1e-9;
+      return r.endUnix[i] > e.startUnix && r.endUnix[i] <= e.endUnix + 1e-9;
     };
     std::vector<double> mine(static_cast<size_t>(numSlots) * kCells, 0.0);
     std::vector<std::vector<double>> others(static_cast<size_t>(numSlots) * kCells);
@@ -429,7 +590,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         std::vector<double> v;
         v.reserve(idx.size());
         for (size_t i : idx) v.push_back(r.cells[i][c]);
-        const double m = median(std::move(v));
+        const double m = typical(std::move(v));
         if (r.rank == e.rank) {
           mine[c] = m;
         } else {
@@ -437,14 +598,14 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         }
       }
       if (r.rank == e.rank) {
-        myTotal = median(totals);
+        myTotal = typical(totals);
         for (size_t i : idx) {
           if (firstStep) e.firstStep = r.step[i];
           firstStep = false;
           e.lastStep = r.step[i];
         }
       } else {
-        otherTotals.push_back(median(totals));
+        otherTotals.push_back(typical(totals));
       }
     }
     e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
@@ -485,7 +646,15 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       a.stragglers.begin(), a.stragglers.end(),
       [](const StragglerEpisode& x, const StragglerEpisode& y) { return x.maxScore > y.maxScore; });
 
-  findCellOutliers(ranks, numSlots, options, &a);
+  // A job that aggregated compared cells live (rank 0's rounds, or a window naming a cell): the
+  // replay's cell outliers are the live ones. Without aggregation, from the steps.
+  const bool liveCells =
+      replay.done && (replay.cells || (rank0 != byRank.end() && !rank0->second->rounds.empty()));
+  if (liveCells) {
+    replayedCellOutliers(replay, ranks, layerIndex, options, &a);
+  } else {
+    findCellOutliers(ranks, numSlots, options, &a);
+  }
 
   // Per-layer table and memory.
   for (int l = 0; l < numLayers; ++l) {

@@ -282,21 +282,64 @@ bool readSummaries(sqlite3* db, RankTrace* out, std::string* error) {
   return true;
 }
 
+// Whether the file has `table` (optional tables: files written before them have none).
+bool hasTable(sqlite3* db, const char* table, bool* has, std::string* error) {
+  Query exists(db, (std::string("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '") +
+                    table + "'")
+                       .c_str());
+  const int rc = exists.ok() ? exists.step() : SQLITE_ERROR;
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    *error = std::string("schema unreadable: ") + sqlite3_errmsg(db);
+    return false;
+  }
+  *has = rc == SQLITE_ROW;
+  return true;
+}
+
+// The cell outlier each window reported, onto its window row. Rows for an interval without a
+// window, or with a key out of range, are left out.
+bool readWindowCells(sqlite3* db, RankTrace* out, std::string* error) {
+  bool has = false;
+  if (!hasTable(db, "window_cells", &has, error)) return false;
+  if (!has) return true;
+  Query q(db,
+          "SELECT interval, layer, phase, kind, factor, share FROM window_cells ORDER BY interval");
+  if (!q.ok()) {
+    *error = std::string("window_cells unreadable: ") + sqlite3_errmsg(db);
+    return false;
+  }
+  std::map<uint64_t, RankWindow*> byInterval;
+  for (TraceWindowRow& w : out->windows) byInterval[w.interval] = &w.window;
+  int rc;
+  while ((rc = q.step()) == SQLITE_ROW) {
+    const int64_t interval = q.i(0), layer = q.i(1), phase = q.i(2), kind = q.i(3);
+    const double factor = q.d(4), share = q.d(5);
+    const auto it =
+        interval >= 0 ? byInterval.find(static_cast<uint64_t>(interval)) : byInterval.end();
+    if (it == byInterval.end() || layer < 0 || layer > kMaxLayerId || phase < 0 ||
+        phase >= kNumPhases || kind < 0 || kind >= kNumOpKinds || !std::isfinite(factor) ||
+        !(factor >= 0) || !std::isfinite(share)) {
+      continue;
+    }
+    RankWindow& w = *it->second;
+    w.cellLayer = static_cast<int32_t>(layer);
+    w.cellPhase = static_cast<Phase>(phase);
+    w.cellKind = static_cast<OpKind>(kind);
+    w.cellFactor = factor;
+    w.cellShare = share;
+  }
+  if (rc != SQLITE_DONE) {
+    *error = std::string("window_cells unreadable: ") + sqlite3_errmsg(db);
+    return false;
+  }
+  return true;
+}
+
 // The roofline table is optional: files written before it (or by a build without it) have none.
 bool readRoofline(sqlite3* db, RankTrace* out, std::string* error) {
-  {
-    Query exists(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'roofline'");
-    if (!exists.ok()) {
-      *error = std::string("schema unreadable: ") + sqlite3_errmsg(db);
-      return false;
-    }
-    const int rc = exists.step();
-    if (rc == SQLITE_DONE) return true;
-    if (rc != SQLITE_ROW) {
-      *error = std::string("schema unreadable: ") + sqlite3_errmsg(db);
-      return false;
-    }
-  }
+  bool has = false;
+  if (!hasTable(db, "roofline", &has, error)) return false;
+  if (!has) return true;
   Query q(db,
           "SELECT interval, layer, phase, kind, ops, seconds, modelled_seconds, flops, bytes, "
           "wide_flops "
@@ -366,7 +409,8 @@ bool readOpen(sqlite3* db, const std::string& name, RankTrace* out, std::string*
     }
   }
   return readMeta(db, out, error) && readLayers(db, out, error) && readSteps(db, out, error) &&
-         readSummaries(db, out, error) && readRoofline(db, out, error);
+         readSummaries(db, out, error) && readWindowCells(db, out, error) &&
+         readRoofline(db, out, error);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace attnscope {
 
@@ -20,6 +21,18 @@ double lowerMean(const LogHistogram& h, double fraction) {
     taken += part;
   }
   return sum / taken;
+}
+
+double lowerMean(std::vector<double> values, double fraction) {
+  if (values.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const double want =
+      std::max(1.0, std::clamp(fraction, 0.0, 1.0) * static_cast<double>(values.size()));
+  const size_t whole = static_cast<size_t>(want);
+  std::sort(values.begin(), values.end());
+  double sum = 0;
+  for (size_t i = 0; i < whole; ++i) sum += values[i];
+  if (whole < values.size()) sum += (want - static_cast<double>(whole)) * values[whole];
+  return sum / want;
 }
 
 double typicalSecondsPerCall(const LogHistogram& calls, Typical statistic) {

@@ -25,6 +25,8 @@ CREATE TABLE IF NOT EXISTS windows(interval INTEGER PRIMARY KEY, start_unix REAL
   step_s REAL NOT NULL, peak_bytes INTEGER NOT NULL, collective_wait_s REAL NOT NULL,
   top_layer INTEGER NOT NULL, top_phase INTEGER NOT NULL, top_kind INTEGER NOT NULL,
   top_share REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS window_cells(interval INTEGER PRIMARY KEY, layer INTEGER NOT NULL,
+  phase INTEGER NOT NULL, kind INTEGER NOT NULL, factor REAL NOT NULL, share REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS rounds(round INTEGER NOT NULL, rank INTEGER NOT NULL,
   unix REAL NOT NULL, present INTEGER NOT NULL, score REAL NOT NULL, attention_s REAL NOT NULL,
   straggler INTEGER NOT NULL, hung INTEGER NOT NULL, missing INTEGER NOT NULL,
@@ -221,6 +223,19 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     w.bind(14, static_cast<int64_t>(r.topKind));
     w.bind(15, r.topShare);
     if (!w.run()) return failed("windows");
+    // The cell outlier the window reported (the previous window's, against the other ranks):
+    // what the report's replay of the detector needs besides the window's scalars.
+    if (r.cellLayer >= 0) {
+      Statement c(db_, "INSERT OR REPLACE INTO window_cells VALUES(?, ?, ?, ?, ?, ?)");
+      if (!c.ok()) return failed("window_cells");
+      c.bind(1, static_cast<int64_t>(nextRound_));
+      c.bind(2, static_cast<int64_t>(r.cellLayer));
+      c.bind(3, static_cast<int64_t>(r.cellPhase));
+      c.bind(4, static_cast<int64_t>(r.cellKind));
+      c.bind(5, r.cellFactor);
+      c.bind(6, r.cellShare);
+      if (!c.run()) return failed("window_cells");
+    }
   }
   if (!in.roofline.empty()) {
     // Under the number the interval's window row takes (the next one when it has none).

@@ -22,8 +22,12 @@ std::string configJson(const Config& c) {
       << ", \"memory\": " << (c.memory ? "true" : "false")
       << ", \"fused_ops\": " << (c.fusedOps ? "true" : "false") << ", \"aggregation\": \""
       << aggregationName(c.aggregation) << "\", \"straggler_threshold\": " << c.stragglerThreshold
-      << ", \"straggler_windows\": " << c.stragglerWindows << ", \"hang_s\": " << c.hangSeconds
-      << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
+      << ", \"straggler_windows\": " << c.stragglerWindows
+      << ", \"straggler_exit_threshold\": " << c.exitThreshold()
+      << ", \"straggler_exit_windows\": " << c.stragglerExitWindows
+      << ", \"cell_outlier_factor\": " << c.cellOutlierFactor
+      << ", \"cell_outlier_min_share\": " << c.cellOutlierMinShare
+      << ", \"hang_s\": " << c.hangSeconds << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
   return out.str();
 }
 

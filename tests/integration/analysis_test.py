@@ -290,6 +290,8 @@ def case_score2_live_report(tmp):
     check(wait_all(procs, deadline=120) == [0, 0], "ranks failed")
     p, report, _ = analyze(tmp)
     check(p.returncode == 0, f"analyze exit {p.returncode}")
+    # The report replays rank 0's live detector from the windows every rank recorded.
+    check(report["detection"] == "live_rounds", f"detection: {report['detection']}")
     post = {r["rank"]: r["score"] for r in report["ranks"]}
     # Rank 0's live rounds, as its detector scored them (one row per round and rank); the first
     # round may cover start-up, so the median over the rounds is the live figure compared.

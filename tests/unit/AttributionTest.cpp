@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "attnscope/core/StatsTable.h"
 
 namespace attnscope {
@@ -146,6 +148,32 @@ TEST(AttributionTest, OneSlowCallDoesNotOutweighEveryCallBeingSlow) {
   EXPECT_GT(c.attribution.share, 0.9);
 }
 
+// The live side of an oversubscribed host: this rank's softmax calls are preempted (4x) in 52
+// of 100, the other ranks' in 48% of theirs. The median per call jumps to the slow mode here only
+// and named a 4x cell outlier (it does with Typical::kMedian); the faster half's mean is 1.12x,
+// below the 1.3 factor. A cell slower in every call (2x), preempted as often, is named at its 2x
+// and the same 12%: (48 x 2 + 2 x 8) / 50 = 2.24.
+TEST(AttributionTest, HalfPreemptedCellIsNoOutlierAndASlowCellKeepsItsFactor) {
+  const auto build = [](int hits, int calls, int64_t base) {
+    StatsTable t;
+    t.layerId("a");
+    t.layerId("b");
+    for (int i = 0; i < calls; ++i) {
+      t.add(call(0, Phase::kForward, OpKind::kSoftmax, (i * 37 % calls) < hits ? 4 * base : base));
+      t.add(call(1, Phase::kForward, OpKind::kQkvProjection, 10000000));
+    }
+    return t;
+  };
+  const StatsTable mine = build(52, 100, 1000000), others = build(144, 300, 1000000);
+  EXPECT_EQ(compareCells(mine, 100, others, 300, 1.3, 0.02, {}, Typical::kMedian).outlier.layer, 0);
+  EXPECT_EQ(compareCells(mine, 100, others, 300, 1.3, 0.02).outlier.layer, -1);
+  const StatsTable slow = build(52, 100, 2000000);
+  const CellComparison c = compareCells(slow, 100, others, 300, 1.3, 0.02);
+  ASSERT_EQ(c.outlier.layer, 0);
+  EXPECT_EQ(c.outlier.kind, OpKind::kSoftmax);
+  EXPECT_NEAR(c.outlier.factor, 2.24, 2.24 * 2 * LogHistogram::kRelativeError);
+}
+
 TEST(AttributionTest, NoExcessNoAttribution) {
   const StatsTable mine = table({call(0, Phase::kForward, OpKind::kSoftmax, 1000000)});
   const StatsTable others = table({call(0, Phase::kForward, OpKind::kSoftmax, 3000000)});
@@ -197,6 +225,11 @@ TEST(LowerMeanTest, EdgeCases) {
   const LogHistogram h = histogramOf({1.0, 2.0, 3.0, 10.0});
   EXPECT_NEAR(lowerMean(h, 1.0), h.mean(), h.mean() * LogHistogram::kRelativeError);
   EXPECT_NEAR(lowerMean(h, 0.5), 1.5, 1.5 * LogHistogram::kRelativeError);
+  // Exact values: the same definition, the straddling value in part.
+  EXPECT_TRUE(std::isnan(lowerMean(std::vector<double>{}, 0.5)));
+  EXPECT_DOUBLE_EQ(lowerMean(std::vector<double>{10.0, 3.0, 2.0, 1.0}, 0.5), 1.5);
+  EXPECT_DOUBLE_EQ(lowerMean(std::vector<double>{3.0, 1.0, 2.0}, 0.5), (1.0 + 0.5 * 2.0) / 1.5);
+  EXPECT_DOUBLE_EQ(lowerMean(std::vector<double>{7.0}, 0.5), 7.0);
 }
 
 }  // namespace

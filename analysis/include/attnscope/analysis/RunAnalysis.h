@@ -119,6 +119,13 @@ struct CellOutlier {
   uint64_t stepsAbove = 0;  // of which the cell took more than cellFactor × the others' median
   int otherRanks = 0;       // ranks the others' median is over
   bool rankIsStraggler = false;  // the rank also has a straggler episode
+  // Found by the replayed live detector (Analysis::detection "live_rounds"): `factor` is the
+  // median over the episode's windows of the factor the rank measured against the other ranks,
+  // maxFactor the largest (what the live finding keeps), `windows` the episode's length and
+  // startUnix/endUnix its span. secondsPerStep and the others' figures are then over that span.
+  double maxFactor = 0;
+  int windows = 0;
+  double startUnix = 0, endUnix = 0;
 };
 
 struct LayerPhaseRow {
@@ -208,6 +215,11 @@ struct Analysis {
   double binSeconds = 0;
   std::vector<std::vector<double>> binAttentionSeconds;
   std::vector<std::vector<double>> binScore;
+  // Where the stragglers, cell outliers and scores come from: "live_rounds" (the live detector
+  // replayed from the windows every rank recorded, `rounds` of them) or "steps" (a trace without
+  // windows: time bins of the sampled steps).
+  std::string detection;
+  size_t rounds = 0;
   std::vector<TraceFindingRow> liveFindings;  // what rank 0's live detector recorded
   std::vector<TraceRoundRow> liveRounds;
   double threshold = 0;

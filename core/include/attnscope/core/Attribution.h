@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attnscope/core/Export.h"
 #include "attnscope/core/OpKind.h"
@@ -30,6 +31,8 @@ enum class Typical { kFastHalfMean, kMedian, kMean };
 // bucket's geometric middle clamped to [min, max] (the bucket that straddles the cut counts in
 // part); 0 when empty. Unlike a quantile it moves continuously as values cross the cut.
 ATTNSCOPE_API double lowerMean(const LogHistogram& h, double fraction);
+// The same over exact values (the post-run report's per-step figures); NaN when empty.
+ATTNSCOPE_API double lowerMean(std::vector<double> values, double fraction);
 
 // A cell's typical time per sampled step: its typical time per call x calls per step. The one
 // statistic behind the live scores, the cell outliers and the post-run report.
