@@ -25,13 +25,14 @@
 // whole layer (random) of 1, 2 or 3 random ranks runs `factor` x its body time. The other ranks
 // are healthy: every finding on them is false.
 //
-// Noise, fitted to the example on this machine (2 cores shared with other builds, load 2-4):
-// examples/train_transformer --layers 4 --d-model 64 --heads 4 --seq 32 --batch 8 --threads 1,
-// 20 s, 1 s windows, ATTNSCOPE_TRACE_DIR set, 2 and 4 ranks over Gloo as
-// tests/integration/ranks.py launches them; per-step op-kind times decoded from the traces' steps
-// table (exporters/src/TraceFormat.cpp's encoding), one call per layer and phase per step.
+// Noise, fitted to the example on this machine (2 cores shared with other builds, load 2-4) by
+// bench/detection_noise_fit.py: examples/train_transformer --layers 4 --d-model 64 --heads 4
+// --seq 32 --batch 8 --threads 1, 20 s, 1 s windows, ATTNSCOPE_TRACE_DIR set, 2 and 4 ranks over
+// Gloo as tests/integration/ranks.py launches them; per-step op-kind times decoded from the
+// traces' steps table (exporters/src/TraceFormat.cpp's encoding), one call per layer and phase
+// per step (272 steps at 2 ranks, 99 at 4).
 // - Body: lognormal around each cell's median. sigma = (q50 - q16) of log time per cell: median
-//   over the 120 cells 0.27 at 2 ranks (quartiles 0.19-0.37), 0.33 at 4 ranks (0.26-0.40).
+//   over the 120 cells 0.27 at 2 ranks (quartiles 0.19-0.36), 0.33 at 4 ranks (0.26-0.39).
 // - Preemption is additive, not a factor: a hit call gains one or more scheduler slices, 4.1 ms
 //   (median extra time of a hit at 2 ranks; 90% 8.2 ms, max 49 ms), 12 ms at 4 ranks (90% 24 ms,
 //   max 36 ms). On ops of 40-600 us that is a stretch of 7-120x. A hit is a call more than 2x its
