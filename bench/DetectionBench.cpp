@@ -13,6 +13,7 @@
 //
 //   build/bench/detection_bench [--trials 30] [--sizes 64,1024,16384]
 //       [--profiles measured,oversubscribed,heavy] [--seed 1] [--by-slowed] [--json FILE]
+//       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default Config's, 1.3)
 // prints a Markdown table (rows pooled over 1-3 slowed ranks; --by-slowed: one row per count);
 // --json writes one record per condition and slowed count. Each size and profile is independent
 // (its own seeds), so a full run may be split over processes by --sizes and --profiles.
@@ -125,6 +126,8 @@ constexpr OpKind kKindOf[kKinds] = {OpKind::kQkvProjection, OpKind::kScoreMatmul
 // Median per-call time of each op kind in the example (2 ranks), forward and backward.
 constexpr double kBaseSeconds[kPhases][kKinds] = {{145e-6, 100e-6, 71e-6, 80e-6, 112e-6},
                                                   {215e-6, 113e-6, 41e-6, 112e-6, 103e-6}};
+// --cell-factor: ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (0: Config's default).
+double gCellFactor = 0;
 constexpr int kStatistics = 3;
 constexpr Typical kStatistic[kStatistics] = {Typical::kFastHalfMean, Typical::kMedian,
                                              Typical::kMean};
@@ -467,8 +470,8 @@ CellComparison compare(const StatsTable& mine, const StatsTable& others, int ran
                        const CellComparison& pending, Typical statistic) {
   static const attnscope::Config config;
   return attnscope::compareCells(mine, kSteps, others, static_cast<uint64_t>(kSteps) * (ranks - 1),
-                                 config.cellOutlierFactor, config.cellOutlierMinShare,
-                                 pending.outlier, statistic);
+                                 gCellFactor > 0 ? gCellFactor : config.cellOutlierFactor,
+                                 config.cellOutlierMinShare, pending.outlier, statistic);
 }
 
 // Pass 1: the injection-free sums and scalars of every rank, and the shared healthy comparisons.
@@ -774,13 +777,21 @@ Options parse(int argc, char** argv) {
       o.bySlowed = true;
     } else if (a == "--json") {
       o.json = value();
+    } else if (a == "--cell-factor") {
+      const std::string v = value();
+      char* end = nullptr;
+      gCellFactor = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(gCellFactor > 1) || gCellFactor > 100) {
+        throw std::invalid_argument("--cell-factor " + v +
+                                    ": expected a number above 1, at most 100");
+      }
     } else if (a == "--quick") {
       o.quick = true;
     } else {
       throw std::invalid_argument("unknown argument " + a +
                                   " (allowed: --trials N, --seed N, --sizes A,B, --profiles "
                                   "measured,oversubscribed,heavy, --by-slowed, --json FILE, "
-                                  "--quick)");
+                                  "--cell-factor F, --quick)");
     }
   }
   if (o.quick) {
@@ -891,7 +902,9 @@ void writeJson(const std::string& path, const std::vector<Row>& rows, const Opti
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json " + path + ": cannot write");
   out << "{\"trials\": " << o.trials << ", \"seed\": " << o.seed << ", \"windows\": " << kWindows
-      << ", \"steps_per_window\": " << kSteps << ", \"rows\": [\n";
+      << ", \"steps_per_window\": " << kSteps << ", \"cell_outlier_factor\": "
+      << (gCellFactor > 0 ? gCellFactor : attnscope::Config{}.cellOutlierFactor)
+      << ", \"rows\": [\n";
   for (size_t r = 0; r < rows.size(); ++r) {
     const Row& row = rows[r];
     for (int i = 0; i < kStatistics; ++i) {
