@@ -292,6 +292,48 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
   EXPECT_NE(json.find("\"windows\": 9, \"max_factor\": 3.2"), std::string::npos) << json;
 }
 
+// A straggler whose slowdown sags between the exit threshold and the threshold for a few windows
+// (1.5x, then 1.15x for 6 s, then 1.5x again) is one episode, as the live detector's hysteresis
+// keeps it; scored in time bins of its own, the report split it in two.
+TEST(RunAnalysisTest, ASagBetweenTheThresholdsKeepsOneStragglerEpisode) {
+  TempDir dir;
+  constexpr int kIntervals = 24, kSteps = 20;
+  for (int r = 0; r < 3; ++r) {
+    std::string error;
+    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
+    ASSERT_NE(store, nullptr) << error;
+    uint64_t step = 0;
+    for (int i = 0; i < kIntervals; ++i) {
+      TraceInterval in;
+      in.layerNames = testdata::layerNames(2);
+      if (i == 0) in.meta = testdata::meta(r, 3);
+      const int64_t ns = r != 1 ? 1000 : (i >= 10 && i < 16 ? 1150 : 1500);
+      const std::vector<TraceCall> calls = testdata::stepCalls(2, ns);
+      for (int s = 0; s < kSteps; ++s, ++step)
+        in.steps.push_back(testdata::encoded(step, 1000.0 + 0.05 * (step + 1), 50000000, calls));
+      in.haveWindow = true;
+      for (const TraceCall& c : calls) {
+        (c.phase == Phase::kBackward ? in.window.backwardSeconds : in.window.forwardSeconds) +=
+            c.ns * 1e-9;
+      }
+      in.windowStartUnix = 1000.0 + 0.05 * (step - kSteps);
+      in.windowEndUnix = 1000.0 + 0.05 * step;
+      in.window.lastStep = step;
+      in.window.steps = in.window.sampledSteps = kSteps;
+      if (i + 1 == kIntervals) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+      ASSERT_TRUE(store->commit(in, &error)) << error;
+    }
+  }
+  const Analysis a = analyzeDir(dir.path());
+  ASSERT_EQ(a.stragglers.size(), 1u);
+  const analysis::StragglerEpisode& e = a.stragglers[0];
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_NEAR(e.maxScore, 1.5, 1e-6);
+  // From the run's first window to its last.
+  EXPECT_LE(e.startUnix, 1001.0 + 1e-6);
+  EXPECT_GE(e.endUnix, 1000.0 + 0.05 * kIntervals * kSteps - 1e-6);
+}
+
 TEST(RunAnalysisTest, PerfettoTraceCarriesDistributedInfo) {
   TempDir dir;
   for (int r = 0; r < 2; ++r) testdata::writeRank(dir.path(), r, 2, 2, 2, 10);
