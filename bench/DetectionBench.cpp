@@ -14,6 +14,7 @@
 //   build/bench/detection_bench [--trials 30] [--sizes 64,1024,16384]
 //       [--profiles measured,oversubscribed,heavy] [--seed 1] [--by-slowed] [--json FILE]
 //       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default Config's, 1.3)
+//       [--steps-per-window N]   # 20 (a 1 s window of the example); 200 is the default 10 s
 // prints a Markdown table (rows pooled over 1-3 slowed ranks; --by-slowed: one row per count);
 // --json writes one record per condition and slowed count. Each size and profile is independent
 // (its own seeds), so a full run may be split over processes by --sizes and --profiles.
@@ -117,7 +118,7 @@ constexpr int kLayers = 4;
 constexpr int kPhases = 2;  // forward, backward
 constexpr int kKinds = 5;
 constexpr int kWindows = 8;
-constexpr int kSteps = 20;
+int gSteps = 20;  // steps per window (--steps-per-window): 20 is a 1 s window of the example
 constexpr int kInjectFrom = 1;  // first slowed window
 constexpr int kMaxSlowed = 3;
 constexpr int kSampleAt16k = 2048;
@@ -271,7 +272,7 @@ StatsTable rankWindow(const Profile& p, uint64_t trialSeed, int rank, int window
   const double crowdedHit = p.crowdedLo + (p.crowdedHi - p.crowdedLo) * rng.uniform();
   StatsTable t(kLayers);
   for (const std::string& name : layerNames()) t.layerId(name);
-  for (int step = 0; step < kSteps; ++step) {
+  for (int step = 0; step < gSteps; ++step) {
     for (int l = 0; l < kLayers; ++l) {
       for (int ph = 0; ph < kPhases; ++ph) {
         attnscope::CallRecord r;
@@ -314,7 +315,7 @@ Scalars scalarsOf(const StatsTable& t) {
       for (int p = 0; p < attnscope::kNumPhases; ++p) {
         const attnscope::PhaseStats* phase = layer.phases[p].get();
         if (phase == nullptr) continue;
-        const double seconds = attnscope::typicalSecondsPerStep(phase->call, kSteps, kStatistic[i]);
+        const double seconds = attnscope::typicalSecondsPerStep(phase->call, gSteps, kStatistic[i]);
         (p == static_cast<int>(Phase::kBackward) ? bwd : fwd) += seconds;
       }
     }
@@ -469,7 +470,7 @@ StatsTable othersOf(const StatsTable& mine, const std::vector<double>& sum) {
 CellComparison compare(const StatsTable& mine, const StatsTable& others, int ranks,
                        const CellComparison& pending, Typical statistic) {
   static const attnscope::Config config;
-  return attnscope::compareCells(mine, kSteps, others, static_cast<uint64_t>(kSteps) * (ranks - 1),
+  return attnscope::compareCells(mine, gSteps, others, static_cast<uint64_t>(gSteps) * (ranks - 1),
                                  gCellFactor > 0 ? gCellFactor : config.cellOutlierFactor,
                                  config.cellOutlierMinShare, pending.outlier, statistic);
 }
@@ -623,8 +624,8 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
         rw = RankWindow{};
         rw.rank = r;
         rw.present = true;
-        rw.lastStep = static_cast<uint64_t>(w + 1) * kSteps;
-        rw.steps = rw.sampledSteps = kSteps;
+        rw.lastStep = static_cast<uint64_t>(w + 1) * gSteps;
+        rw.steps = rw.sampledSteps = gSteps;
         const Scalars& s = t.scalars[static_cast<size_t>(w) * n + r];
         rw.forwardSeconds = s.forward[i];
         rw.backwardSeconds = s.backward[i];
@@ -785,13 +786,15 @@ Options parse(int argc, char** argv) {
         throw std::invalid_argument("--cell-factor " + v +
                                     ": expected a number above 1, at most 100");
       }
+    } else if (a == "--steps-per-window") {
+      gSteps = positive(a, value(), 100000);
     } else if (a == "--quick") {
       o.quick = true;
     } else {
       throw std::invalid_argument("unknown argument " + a +
                                   " (allowed: --trials N, --seed N, --sizes A,B, --profiles "
                                   "measured,oversubscribed,heavy, --by-slowed, --json FILE, "
-                                  "--cell-factor F, --quick)");
+                                  "--cell-factor F, --steps-per-window N, --quick)");
     }
   }
   if (o.quick) {
@@ -902,7 +905,7 @@ void writeJson(const std::string& path, const std::vector<Row>& rows, const Opti
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json " + path + ": cannot write");
   out << "{\"trials\": " << o.trials << ", \"seed\": " << o.seed << ", \"windows\": " << kWindows
-      << ", \"steps_per_window\": " << kSteps << ", \"cell_outlier_factor\": "
+      << ", \"steps_per_window\": " << gSteps << ", \"cell_outlier_factor\": "
       << (gCellFactor > 0 ? gCellFactor : attnscope::Config{}.cellOutlierFactor)
       << ", \"rows\": [\n";
   for (size_t r = 0; r < rows.size(); ++r) {

@@ -21,7 +21,7 @@ Per condition it reports:
                   report's cell outlier with the largest excess
   cell factor     the injected cell's measured factor over the other ranks (post-run), median
 
-Trials are seeded: trial i of a condition slows rank 1 + (seed + i) % 3 in layer (seed + i) % 4,
+Trials are seeded: trial i of a condition slows rank 1 + (seed + i) % (world - 1) in layer (seed + i) % 4,
 the op kind cycling through --kinds. Extra ATTNSCOPE_* settings (--set NAME=VALUE) apply to every
 rank: the detector's before/after comparison runs the same build with different settings.
 
@@ -234,6 +234,8 @@ def main():
     ap.add_argument("example")
     ap.add_argument("analyze")
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--world", type=int, default=4,
+                    help="ranks (2 or more); 2 leaves each rank a core of this 2-core machine")
     ap.add_argument("--duration-s", type=float, default=30)
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -247,6 +249,10 @@ def main():
                     help="NAME=VALUE: an ATTNSCOPE_* setting for every rank")
     ap.add_argument("--json", help="write every trial's figures here")
     args = ap.parse_args()
+    if args.world < 2:
+        ap.error(f"--world {args.world}: expected 2 or more ranks")
+    global WORLD
+    WORLD = args.world
     args.kinds = args.kinds.split(",")
     for k in args.kinds:
         if k not in KINDS:
