@@ -25,6 +25,7 @@
 #include <torch/version.h>
 
 #include "attnscope/core/Log.h"
+#include "attnscope/core/UnixTime.h"
 
 namespace attnscope {
 namespace detail {
@@ -198,10 +199,6 @@ uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
   for (const unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
   return h;
-}
-
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string isoTime(double unix) {

@@ -1,23 +1,19 @@
 #include "Recorder.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "attnscope/attnscope.h"
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/CpuAllocatorTracker.h"
 #include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/core/UnixTime.h"
 
 namespace attnscope {
 namespace detail {
 namespace {
 
 std::atomic<Recorder*> gRecorder{nullptr};
-
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 }  // namespace
 

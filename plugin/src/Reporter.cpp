@@ -10,14 +10,11 @@
 #include "attnscope/core/Log.h"
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/StragglerEpisodes.h"
+#include "attnscope/core/UnixTime.h"
 
 namespace attnscope {
 namespace detail {
 namespace {
-
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 double monotonicNow() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

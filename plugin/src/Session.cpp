@@ -1,7 +1,5 @@
 #include "Session.h"
 
-#include <chrono>
-
 #include <torch/version.h>
 
 #include "AutogradProbe.h"
@@ -10,6 +8,7 @@
 #include "attnscope/collectors/Clock.h"
 #include "attnscope/collectors/CpuAllocatorTracker.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/core/UnixTime.h"
 #include "attnscope/exporters/SummaryJson.h"
 #include "attnscope/exporters/SummaryTable.h"
 
@@ -30,8 +29,7 @@ RunInfo startInfo(const Config& config, const Topology& topology) {
                      std::to_string(TORCH_VERSION_MINOR) + "." +
                      std::to_string(TORCH_VERSION_PATCH);
   run.roofline = config.roofline;
-  run.startUnixSeconds =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  run.startUnixSeconds = unixNow();
   return run;
 }
 

@@ -7,14 +7,11 @@
 #include "attnscope/core/AttentionShape.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/core/RooflineCells.h"
+#include "attnscope/core/UnixTime.h"
 
 namespace attnscope {
 namespace detail {
 namespace {
-
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 std::string configJson(const Config& c) {
   std::ostringstream out;
