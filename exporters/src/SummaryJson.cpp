@@ -5,39 +5,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "attnscope/core/JsonText.h"
 #include "attnscope/core/RooflineCells.h"
 
 namespace attnscope {
 namespace {
-
-void writeString(std::ostream& out, const std::string& s) {
-  out << '"';
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out << "\\\"";
-        break;
-      case '\\':
-        out << "\\\\";
-        break;
-      case '\n':
-        out << "\\n";
-        break;
-      case '\t':
-        out << "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out << buf;
-        } else {
-          out << c;
-        }
-    }
-  }
-  out << '"';
-}
 
 // format: "%.9g" for measurements; "%.6f" for unix timestamps (%.9g would round them to 10 s).
 void writeNumber(std::ostream& out, double v, const char* format = "%.9g") {
@@ -78,7 +50,7 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
   for (const LayerStats& layer : stats.layers()) {
     out << (firstLayer ? "\n" : ",\n") << in << "  {\n" << in << "    \"name\": ";
     firstLayer = false;
-    writeString(out, layer.name);
+    out << jsonString(layer.name);
     out << ",\n" << in << "    \"phases\": {";
     bool firstPhase = true;
     for (int p = 0; p < kNumPhases; ++p) {
@@ -124,23 +96,23 @@ void writeFinding(std::ostream& out, const StragglerFinding& f, bool cell = fals
       << ", \"last_round\": " << f.lastRound << (cell ? ", \"max_factor\": " : ", \"max_score\": ");
   writeNumber(out, f.maxScore);
   out << ", \"layer\": ";
-  writeString(out, f.layer);
+  out << jsonString(f.layer);
   out << ", \"phase\": \"" << phaseName(f.phase) << "\", \"op_kind\": \"" << opKindName(f.kind)
       << (cell ? "\", \"share_of_layer_phase\": " : "\", \"share_of_excess\": ");
   writeNumber(out, f.share);
   out << ", \"description\": ";
-  writeString(out, f.description);
+  out << jsonString(f.description);
   out << "}";
 }
 
 // The cross-rank section rank 0 writes.
 void writeCluster(std::ostream& out, const ClusterReport& c) {
   out << "  \"cluster\": {\n    \"aggregation\": ";
-  writeString(out, c.aggregation);
+  out << jsonString(c.aggregation);
   out << ",\n    \"degraded\": " << (c.degraded ? "true" : "false");
   out << ",\n    \"rounds\": " << c.rounds << ",\n    \"round_errors\": " << c.roundErrors;
   out << ",\n    \"last_error\": ";
-  writeString(out, c.lastError);
+  out << jsonString(c.lastError);
   out << ",\n    \"layers_agree\": " << (c.layersAgree ? "true" : "false");
   out << ",\n    \"round_seconds\": {\"last\": ";
   writeNumber(out, c.lastRoundSeconds);
@@ -206,17 +178,17 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
   out << ", \"ridge_flops_per_byte\": ";
   writeNumber(out, c.ridge());
   out << ", \"source\": ";
-  writeString(out, c.source);
+  out << jsonString(c.source);
   out << ", \"detail\": ";
-  writeString(out, c.detail);
+  out << jsonString(c.detail);
   out << "},\n    \"machine\": {\"cpu_model\": ";
-  writeString(out, m.cpuModel);
+  out << jsonString(m.cpuModel);
   out << ", \"cpu_cores\": " << m.cpuCores << ", \"threads\": " << m.threads << ", \"blas\": ";
-  writeString(out, m.blas);
+  out << jsonString(m.blas);
   out << ", \"gpu_name\": ";
-  writeString(out, m.gpuName);
+  out << jsonString(m.gpuName);
   out << ", \"gpu_driver\": ";
-  writeString(out, m.gpuDriver);
+  out << jsonString(m.gpuDriver);
   out << ", \"gpu_memory_bytes\": " << m.gpuMemoryBytes << "},\n";
   out << "    \"shape_reads\": " << run.shapeReads
       << ",\n    \"shape_changes\": " << run.shapeChanges << ",\n    \"cells\": [";
@@ -224,7 +196,7 @@ void writeRoofline(std::ostream& out, const RunInfo& run, const StatsTable& stat
   for (const RooflineCell& cell : rooflineCells(stats, nullptr, c)) {
     out << (first ? "\n" : ",\n") << "      {\"layer\": ";
     first = false;
-    writeString(out, stats.layers()[cell.layer].name);
+    out << jsonString(stats.layers()[cell.layer].name);
     out << ", \"phase\": \"" << phaseName(cell.phase) << "\", \"op_kind\": \""
         << opKindName(cell.kind) << "\", \"ops\": " << cell.ops;
     const std::pair<const char*, double> fields[] = {
@@ -253,16 +225,16 @@ void writeDiscovery(std::ostream& out, const RunInfo& run) {
       << ",\n    \"compiles\": " << run.compiles << ",\n    \"compile_seconds\": ";
   writeNumber(out, run.compileSeconds, "%.6f");
   out << ",\n    \"backward\": ";
-  writeString(out, run.backwardObservation);
+  out << jsonString(run.backwardObservation);
   out << ",\n    \"layers\": [";
   bool first = true;
   for (const LayerOrigin& o : run.layerOrigins) {
     out << (first ? "\n" : ",\n") << "      {\"name\": ";
-    writeString(out, o.name);
+    out << jsonString(o.name);
     out << ", \"rule\": ";
-    writeString(out, o.rule);
+    out << jsonString(o.rule);
     out << ", \"source\": ";
-    writeString(out, o.source);
+    out << jsonString(o.source);
     out << "}";
     first = false;
   }
@@ -270,7 +242,7 @@ void writeDiscovery(std::ostream& out, const RunInfo& run) {
   first = true;
   for (const std::string& note : run.discoveryNotes) {
     out << (first ? "\n      " : ",\n      ");
-    writeString(out, note);
+    out << jsonString(note);
     first = false;
   }
   out << (first ? "]" : "\n    ]") << "\n  }";
@@ -286,11 +258,11 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   out << "    \"world_size\": " << run.worldSize << ",\n";
   out << "    \"local_rank\": " << run.localRank << ",\n";
   out << "    \"node\": ";
-  writeString(out, run.node);
+  out << jsonString(run.node);
   out << ",\n    \"attnscope_version\": ";
-  writeString(out, run.attnscopeVersion);
+  out << jsonString(run.attnscopeVersion);
   out << ",\n    \"torch_version\": ";
-  writeString(out, run.torchVersion);
+  out << jsonString(run.torchVersion);
   out << ",\n    \"sample_every\": " << run.sampleEvery << ",\n";
   out << "    \"steps_seen\": " << run.stepsSeen << ",\n";
   out << "    \"steps_sampled\": " << run.stepsSampled << ",\n";
@@ -305,11 +277,11 @@ std::string SummaryJson::render(const RunInfo& run, const StatsTable& stats,
   out << "    \"overhead_seconds\": ";
   writeNumber(out, run.overheadSeconds, "%.6f");
   out << ",\n    \"gpu_timing\": {\"source\": ";
-  writeString(out, run.gpuTiming);
+  out << jsonString(run.gpuTiming);
   out << ", \"requested\": ";
-  writeString(out, run.gpuTimingRequested);
+  out << jsonString(run.gpuTimingRequested);
   out << ", \"fallback_reason\": ";
-  writeString(out, run.gpuTimingFallback);
+  out << jsonString(run.gpuTimingFallback);
   out << "}\n  },\n";
   writeLayers(out, stats, "  ");
   out << ",\n";

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "attnscope/analysis/RunAnalysis.h"
+#include "attnscope/core/JsonText.h"
 
 namespace attnscope {
 namespace analysis {
@@ -15,7 +16,7 @@ class JsonReport {
 
 // Shared by the report writers: JSON string and number output, HTML escaping, file writing.
 namespace text {
-std::string jsonString(const std::string& s);
+using attnscope::jsonString;  // core/JsonText.h: the summary's escaper too
 std::string jsonNumber(double v, const char* format = "%.9g");  // null when not finite
 std::string html(const std::string& s);
 std::string seconds(double s);  // "12.3 ms", "1.20 s", "850 us"
