@@ -379,7 +379,7 @@ const std::vector<Setting>& settings() {
       boolSetting<&Config::enable>(kEnvEnable,
                                    "master switch; 0 makes every attnscope call a no-op"),
       intSetting<&Config::sampleEvery>(
-          kEnvSampleEvery, 1, 1000000,
+          kEnvSampleEvery, kMinSampleEvery, kMaxSampleEvery,
           "record one training step in N; unsampled steps install no callbacks"),
       floatSetting<&Config::intervalSeconds>(
           kEnvIntervalS, 0.1, 3600,

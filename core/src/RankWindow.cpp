@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "attnscope/core/Config.h"
+
 namespace attnscope {
 namespace {
 
@@ -86,8 +88,7 @@ RankWindow RankWindow::fromVector(const double* v) {
   w.topShare = v[i++];
   w.controlGeneration = toInteger<uint64_t>(v[i++]);
   w.controlPaused = v[i++] != 0;
-  w.controlSampleEvery =
-      std::max<int64_t>(1, std::min<int64_t>(1000000, toInteger<int64_t>(v[i++])));
+  w.controlSampleEvery = std::clamp(toInteger<int64_t>(v[i++]), kMinSampleEvery, kMaxSampleEvery);
   w.cellLayer = toInteger<int32_t>(v[i++]);
   w.cellPhase = toEnum<Phase>(v[i++], Phase::kForward);
   w.cellKind = toEnum<OpKind>(v[i++], OpKind::kOther);

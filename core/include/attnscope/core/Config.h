@@ -48,6 +48,10 @@ constexpr char kEnvCalibrate[] = "ATTNSCOPE_CALIBRATE";
 constexpr char kEnvAttentionModules[] = "ATTNSCOPE_ATTENTION_MODULES";
 constexpr char kEnvAttentionExclude[] = "ATTNSCOPE_ATTENTION_EXCLUDE";
 
+// ATTNSCOPE_SAMPLE_EVERY's range, also that of /control's sample_every and of a gathered window's.
+constexpr int64_t kMinSampleEvery = 1;
+constexpr int64_t kMaxSampleEvery = 1000000;
+
 // How ranks' figures come together (docs/AGGREGATION.md).
 enum class Aggregation : uint8_t {
   kAuto,   // local for a world of one; else gloo when a group was handed in, else store
