@@ -276,12 +276,14 @@ void reuseShapes(ThreadState& t, Frame& f, const char* name) {
   f.shapesStale = true;  // another op than the read call ran here
 }
 
-std::atomic<uint64_t> gSession{1};
+// Counts the sessions begun (Observer::beginSession): a thread's shape cache from an earlier
+// session is dropped.
+std::atomic<uint64_t> gSessionGeneration{1};
 
 // Whether the call that opens now reads its ops' arguments: one call in kShapeReadEvery per
 // (layer, phase) on this thread, and every call until one could be checked (docs/ROOFLINE.md).
 bool wantShapeRead(ThreadState& t, const Frame& f) {
-  const uint64_t session = gSession.load(std::memory_order_relaxed);
+  const uint64_t session = gSessionGeneration.load(std::memory_order_relaxed);
   if (t.shapesSession != session) {
     t.shapesSession = session;
     t.shapes.clear();
@@ -650,7 +652,7 @@ void setInstalled(bool want, at::CallbackHandle* handle, at::RecordFunctionCallb
 }
 }  // namespace
 
-void Observer::beginSession() { gSession.fetch_add(1, std::memory_order_relaxed); }
+void Observer::beginSession() { gSessionGeneration.fetch_add(1, std::memory_order_relaxed); }
 
 void Observer::setGlobalCallbacks(bool global, bool fused) {
   std::lock_guard<std::mutex> lock(gGlobalMutex);
