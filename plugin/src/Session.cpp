@@ -113,6 +113,12 @@ bool Session::clusterReport(ClusterReport* out) {
 }
 
 void Session::finish() {
+  // A step inferred from backward passes ends at the next step's first attention call; the run's
+  // last step has none, so it ends here (the summary's steps_seen counts it).
+  if (recorder_.autoStepPending()) {
+    gpu_.stepEnded();
+    recorder_.endStep(/*explicitCall=*/false);
+  }
   Observer::setGlobalCallbacks(false, false);
   CpuAllocatorTracker::setEnabled(false);
   const GpuStatus gpu = gpu_.status({});  // the source in use, before stop() turns it off

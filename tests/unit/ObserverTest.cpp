@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -160,10 +161,14 @@ TEST_F(ObserverTest, CollectiveObserverCountsSampledSteps) {
 }
 
 // Closed scopes without step() calls: unsampled steps hook one node to see the backward pass, so
-// steps are still inferred with no global callback on them.
+// steps are still inferred with no global callback on them. The run's last step has no next
+// attention call to end it: stop() ends it, and the summary counts every backward pass.
 TEST_F(ObserverTest, ClosedScopesInferStepsWithoutACallback) {
+  const std::string path =
+      testing::TempDir() + "attnscope_inferred_steps_" + std::to_string(::getpid()) + ".json";
   Config c = quietConfig();
   c.sampleEvery = 2;
+  c.summaryJson = path;
   start(c);
   auto x = torch::randn({4, 8}, torch::requires_grad());
   for (int i = 0; i < 7; ++i) {
@@ -181,6 +186,12 @@ TEST_F(ObserverTest, ClosedScopesInferStepsWithoutACallback) {
   const StatsTable stats = statistics();
   EXPECT_EQ(findPhase(stats, "attn", Phase::kForward)->call.seconds.count(), 4u);   // 0, 2, 4, 6
   EXPECT_EQ(findPhase(stats, "attn", Phase::kBackward)->call.seconds.count(), 3u);  // 6 unfolded
+  stop();
+  std::ifstream in(path);
+  const std::string summary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path.c_str());
+  EXPECT_NE(summary.find("\"steps_seen\": 7,"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("\"step_source\": \"backward_passes\""), std::string::npos) << summary;
 }
 
 // A result without autograd history (evaluation) means no backward: the run stays on hooks.
