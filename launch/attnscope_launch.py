@@ -265,7 +265,7 @@ def attnscope_run(argv):
         print("attnscope-run: error: --trace-dir: this build has no trace store", file=sys.stderr)
         return 2
     try:  # bad configuration fails here, before any worker starts
-        attnscope.check_config({k: v for k, v in env.items() if k.startswith("ATTNSCOPE_")})
+        settings = attnscope.check_config({k: v for k, v in env.items() if k.startswith("ATTNSCOPE_")})
     except ValueError as e:
         print(f"attnscope-run: error: {e}", file=sys.stderr)
         return 2
@@ -274,8 +274,7 @@ def attnscope_run(argv):
         env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in [env.get("PYTHONPATH")] if p])
 
     nproc = args.nproc_per_node
-    port = int(env.get("ATTNSCOPE_PORT", "9464"))
-    host = env.get("ATTNSCOPE_BIND", "0.0.0.0")
+    port, host = settings["port"], settings["bind"]
     host = socket.gethostname() if host == "0.0.0.0" else host
     ports = f"{port}" if str(nproc) == "1" else f"{port}..{port + int(nproc) - 1}" if str(nproc).isdigit() else f"{port}+"
     label = repr(job) if job else f"label {program}-<rendezvous address>-<port> (--job names it)"

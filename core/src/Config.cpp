@@ -629,7 +629,7 @@ Config Config::fromVariables(const std::map<std::string, std::string>& vars,
   return config;
 }
 
-Config Config::fromEnvironment() {
+Config Config::fromEnvironment(std::vector<std::string>* warnings) {
   std::map<std::string, std::string> vars;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string entry(*e);
@@ -638,7 +638,7 @@ Config Config::fromEnvironment() {
     if (eq == std::string::npos) continue;
     vars.emplace(entry.substr(0, eq), entry.substr(eq + 1));
   }
-  return fromVariables(vars);
+  return fromVariables(vars, warnings);
 }
 
 std::string Config::metricsCredentials() const {

@@ -24,7 +24,7 @@ from ._attnscope import attention, is_running, op_kind, step, version  # noqa: F
 from . import _attnscope
 
 __all__ = ["start", "stop", "step", "attention", "op_kind", "summary", "is_running", "version", "options",
-           "check_config"]
+           "check_config", "config"]
 
 # Variables only Python reads: regular expressions of the module discovery (docs/DISCOVERY.md).
 PATTERN_VARIABLES = ("ATTNSCOPE_ATTENTION_MODULES", "ATTNSCOPE_ATTENTION_EXCLUDE")
@@ -40,11 +40,23 @@ def compile_pattern(name, value):
         raise ValueError(f'{name}="{value}" is not a valid regular expression ({e}); allowed: {_attnscope.variable(name)["allowed"]}') from None
 
 
-def check_config(variables):
-    """Checks ATTNSCOPE_* variables as start() would (ValueError with the C++ API's text)."""
-    _attnscope.check_config(variables)
+def _checked(parsed):
     for name in PATTERN_VARIABLES:
-        compile_pattern(name, variables.get(name))
+        compile_pattern(name, parsed[name[len("ATTNSCOPE_"):].lower()])
+    return parsed
+
+
+def check_config(variables):
+    """Checks ATTNSCOPE_* variables as start() would (ValueError with the C++ API's text). Returns
+    the settings Python acts on, parsed by libattnscope, by keyword: enable, aggregation,
+    round_timeout_s, port, bind, attention_modules, attention_exclude."""
+    return _checked(_attnscope.check_config(variables))
+
+
+def config():
+    """check_config() of this process's ATTNSCOPE_* variables, read and parsed by libattnscope
+    (unknown names are left to start() to warn about)."""
+    return _checked(_attnscope.environment_config())
 
 
 def options():

@@ -36,7 +36,6 @@ call or optimizer step. attnscope stops at interpreter exit.
 """
 import atexit
 import datetime
-import os
 import re
 import sys
 import threading
@@ -112,25 +111,18 @@ def _flush_origins():
         _state["compile_seconds"], _state["compiles"] = 0.0, 0
 
 
-def _option(name):
-    value = os.environ.get(name)
-    if value is not None:
-        return value
-    return next(o["default"] for o in attnscope.options() if o["name"] == name)
-
-
 def _side_group(dist):
     """A Gloo group for attnscope's rounds, or None (one rank, another backend chosen, disabled).
     Collective over the default group: called right after init_process_group on every rank."""
-    attnscope.check_config({k: v for k, v in os.environ.items() if k.startswith("ATTNSCOPE_")})
-    if dist.get_world_size() < 2 or _option("ATTNSCOPE_ENABLE").lower() in ("0", "false", "off", "no"):
+    config = attnscope.config()  # libattnscope parses the settings, as start() will
+    if dist.get_world_size() < 2 or not config["enable"]:
         return None
-    if _option("ATTNSCOPE_AGGREGATION") not in ("auto", "gloo"):
+    if config["aggregation"] not in ("auto", "gloo"):
         return None
     if not dist.is_gloo_available():
         sys.stderr.write("[attnscope] this torch has no Gloo: ranks aggregate through the store\n")
         return None
-    timeout = datetime.timedelta(seconds=float(_option("ATTNSCOPE_ROUND_TIMEOUT_S")))
+    timeout = datetime.timedelta(seconds=config["round_timeout_s"])
     try:
         return dist.new_group(backend="gloo", timeout=timeout)
     except Exception as e:  # noqa: BLE001 - the job goes on; attnscope falls back to the store
@@ -559,11 +551,13 @@ def _sdpa_caller():
 
 
 def install():
-    """Instruments torch in this process (idempotent). Raises ValueError for a bad pattern."""
+    """Instruments torch in this process (idempotent). Raises ValueError for a bad ATTNSCOPE_* value
+    (a discovery pattern among them)."""
     if getattr(torch, "_attnscope_attached", False):
         return
-    _state["include"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_MODULES", os.environ.get("ATTNSCOPE_ATTENTION_MODULES"))
-    _state["exclude"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_EXCLUDE", os.environ.get("ATTNSCOPE_ATTENTION_EXCLUDE"))
+    config = attnscope.config()
+    _state["include"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_MODULES", config["attention_modules"])
+    _state["exclude"] = attnscope.compile_pattern("ATTNSCOPE_ATTENTION_EXCLUDE", config["attention_exclude"])
     torch._attnscope_attached = True
     _state["discovery_hook"] = torch.nn.modules.module.register_module_forward_pre_hook(_discover)
     _state["optimizer_steps"] = 0

@@ -81,6 +81,17 @@ class KindScope {
   std::unique_ptr<attnscope::OpKindScope> scope_;
 };
 
+// The settings Python acts on itself, by keyword, as libattnscope parsed them: the attach's side
+// group (enable, aggregation, round_timeout_s), its discovery patterns, the launcher's endpoint
+// banner (port, bind). Python parses no ATTNSCOPE_* value again.
+py::dict parsedSettings(const attnscope::Config& c) {
+  return py::dict(py::arg("enable") = c.enable,
+                  py::arg("aggregation") = std::string(attnscope::aggregationName(c.aggregation)),
+                  py::arg("round_timeout_s") = c.roundTimeoutSeconds, py::arg("port") = c.port,
+                  py::arg("bind") = c.bind, py::arg("attention_modules") = c.attentionModules,
+                  py::arg("attention_exclude") = c.attentionExclude);
+}
+
 void start(const std::map<std::string, std::string>& variables, int rank, int worldSize) {
   // Config errors are std::invalid_argument: ValueError in Python, with the same text.
   const attnscope::Config config = attnscope::Config::fromVariables(variables);
@@ -99,9 +110,15 @@ PYBIND11_MODULE(_attnscope, m) {
   m.def(
       "check_config",
       [](const std::map<std::string, std::string>& variables) {
-        attnscope::Config::fromVariables(variables);
+        return parsedSettings(attnscope::Config::fromVariables(variables));
       },
       py::arg("variables"));
+  // This process's ATTNSCOPE_* variables, parsed as start() will parse them; unknown names are
+  // left to start() to warn about.
+  m.def("environment_config", [] {
+    std::vector<std::string> warnings;
+    return parsedSettings(attnscope::Config::fromEnvironment(&warnings));
+  });
   m.def("stop", [] {
     py::gil_scoped_release release;  // the last round may wait on other ranks
     attnscope::stop();

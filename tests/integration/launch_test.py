@@ -6,7 +6,8 @@ Usage: launch_test.py CASE BUILD_DIR SOURCE_DIR
 Cases:
   cpp2        --no_python build/examples/train_transformer, 2 ranks: summaries, cluster, file_sd
   python2     examples/train_transformer.py (DDP over Gloo, no attnscope in it), 2 ranks: every
-              encoder layer's self-attention observed per module name, forward and backward
+              encoder layer's self-attention observed per module name, forward and backward, every
+              step counted without step() calls; ATTNSCOPE_AGGREGATION=GLOO forms the Gloo side group
   python_api  the attnscope module used directly: start/attention/step/summary/stop, errors
   errors      wrong flags, a missing script, bad configuration, a failing job's exit status
 """
@@ -28,15 +29,16 @@ RUN = os.path.join(SOURCE, "launch", "attnscope-run")
 PY = sys.executable  # ATTNSCOPE_PYTHON: the Python whose torch attnscope was built against
 
 
-def env():
+def env(**variables):
     e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
     e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(BUILD, "python"),
              ATTNSCOPE_BIND="127.0.0.1")
+    e.update(variables)
     return e
 
 
-def launch(args, timeout=240):
-    p = subprocess.run([RUN] + args, env=env(), capture_output=True, text=True, timeout=timeout)
+def launch(args, timeout=240, **variables):
+    p = subprocess.run([RUN] + args, env=env(**variables), capture_output=True, text=True, timeout=timeout)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -70,12 +72,16 @@ def case_python2(tmp):
     code, out, err = launch(["--run-dir", tmp, "--interval", "1", "--port", str(free_port(2)),
                              "--nproc_per_node", "2", "--master_port", str(free_port()),
                              os.path.join(SOURCE, "examples", "train_transformer.py"), "--steps", str(steps),
-                             "--layers", "3", "--slow-rank", "1", "--slow-factor", "3", "--slow-layer", "2"])
+                             "--layers", "3", "--slow-rank", "1", "--slow-factor", "3", "--slow-layer", "2"],
+                            ATTNSCOPE_AGGREGATION="GLOO")  # parsed as libattnscope parses it: gloo
     check(code == 0, f"exit {code}: {err[-3000:]}")
     expected = [f"encoder.layers.{i}.self_attn" for i in range(3)]
     for rank in (0, 1):
         s = load(os.path.join(tmp, f"summary-{rank}.json"))
         check(s["run"]["world_size"] == 2 and s["run"]["rank"] == rank, f"rank {rank}: {s['run']}")
+        # No step() calls: each backward pass is a step, the last one ended at stop().
+        check(s["run"]["steps_seen"] == steps and s["run"]["step_source"] == "backward_passes",
+              f"rank {rank}: {s['run']['steps_seen']} steps seen ({s['run']['step_source']}), {steps} trained")
         names = [l["name"] for l in s["layers"]]
         check(names == expected, f"rank {rank} layers {names}, expected {expected}")
         for layer in s["layers"]:
@@ -95,7 +101,8 @@ def case_python2(tmp):
             check("fused_attention" in bwd["op_kinds"], f"rank {rank} {layer['name']}: backward {sorted(bwd['op_kinds'])}")
     cluster = load(os.path.join(tmp, "summary-0.json"))["cluster"]
     check(cluster["aggregation"] == "gloo", f"aggregation {cluster['aggregation']}")
-    print(f"unmodified DDP script: {len(expected)} layers per rank observed by module name, forward and backward")
+    print(f"unmodified DDP script: {len(expected)} layers per rank observed by module name, forward and backward;"
+          f" {steps} steps seen; ATTNSCOPE_AGGREGATION=GLOO aggregates over Gloo")
 
 
 def case_python_api(tmp):

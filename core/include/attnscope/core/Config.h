@@ -182,9 +182,10 @@ struct ATTNSCOPE_API Config {
   void validate() const;
 
   // Defaults + every ATTNSCOPE_* variable of the process environment, then validate().
-  // Unknown ATTNSCOPE_* names are logged as warnings (with the closest known name).
+  // Unknown ATTNSCOPE_* names are logged as warnings (with the closest known name), or appended
+  // to `warnings` when given.
   // \throw std::invalid_argument on the first bad value.
-  static Config fromEnvironment();
+  static Config fromEnvironment(std::vector<std::string>* warnings = nullptr);
 
   // Same, from an explicit name -> value map (tests, launchers). Unknown ATTNSCOPE_* names
   // are appended to `warnings` (when given) instead of being logged.
