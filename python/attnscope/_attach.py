@@ -478,7 +478,7 @@ def _optimizer_step(optimizer, args, kwargs):
     """Global optimizer step hook for the first steps: the nothing-found check, then the end of
     the tree walk's global hook (roots that first run later are not searched)."""
     _state["optimizer_steps"] += 1
-    if _state["optimizer_steps"] < attnscope_nothing_found_steps():
+    if _state["optimizer_steps"] < _attnscope.NOTHING_FOUND_STEPS:
         return
     _ensure_started()
     _attnscope.note_steps(_state["optimizer_steps"])
@@ -487,10 +487,6 @@ def _optimizer_step(optimizer, args, kwargs):
     if handle is not None:
         handle.remove()
         _state["optimizer_hook"] = None
-
-
-def attnscope_nothing_found_steps():
-    return 3  # attnscope::kNothingFoundSteps
 
 
 def _region_origin(module):

@@ -190,6 +190,9 @@ PYBIND11_MODULE(_attnscope, m) {
   m.def("note_discovery", &attnscope::noteDiscovery, py::arg("note"));
   m.def("note_compile", &attnscope::noteCompile, py::arg("seconds"), py::arg("count"));
   m.def("note_steps", &attnscope::noteSteps, py::arg("steps"));
+  // Steps without an attention call after which a run says it found nothing (the attach reports
+  // its optimizer steps then).
+  m.attr("NOTHING_FOUND_STEPS") = attnscope::kNothingFoundSteps;
   m.def("layers_seen", [] { return attnscope::runInfo().layersSeen; });
   m.def("op_kinds", [] {
     std::vector<std::string> names;
