@@ -148,6 +148,21 @@ IMPLEMENTATIONS = ("eager", "eager+compile", "sdpa:flash", "sdpa:math", "sdpa:me
                    "flex", "flex+compile")
 
 
+def allow_recompiles(torch, shapes):
+    """torch.compile keeps at most recompile_limit (8) graphs per code object and then runs the
+    function uncompiled, with only a warning; every compiled variant here shares one code object
+    (the eager closure's, flex_attention's) over all the shapes and lengths timed, so past 8 the
+    "+compile" figures would silently be the uncompiled ones. Raised to what this replay needs."""
+    config = getattr(getattr(torch, "_dynamo", None), "config", None)
+    if config is None:
+        return
+    for names in (("recompile_limit", "cache_size_limit"),  # the newer name first (an alias in 2.6+)
+                  ("accumulated_recompile_limit", "accumulated_cache_size_limit")):
+        name = next((n for n in names if hasattr(config, n)), None)
+        if name and getattr(config, name) < shapes + 8:
+            setattr(config, name, shapes + 8)
+
+
 def implementations(torch, shape, device, compile_too, only=None):
     """(name, function or None, reason it cannot run here); `only`: the names asked for."""
     out = all_implementations(torch, shape, device, compile_too)
@@ -373,6 +388,8 @@ def replay_synthetic(args, torch):
     else:
         ceilings = calibrate(torch, device, args.dtype)
     pf, pb = ceilings["peak_flops_per_second"], ceilings["peak_bytes_per_second"]
+    if not args.no_compile:
+        allow_recompiles(torch, 2 * len(args.heads) * len(args.seqs))
     report = {"schema": "attnscope.replay/1", "mode": "synthetic", "device": device,
               "torch_version": torch.__version__, "reps": args.reps, "threads": args.threads,
               "synthetic": {"d_model": args.d_model, "batch": args.batch, "heads": args.heads, "seqs": args.seqs,
@@ -559,6 +576,8 @@ def replay(run, args, torch):
     groups = {}
     for l in with_shape:
         groups.setdefault(shape_key(l["shape"]), []).append(l)
+    if not args.no_compile:
+        allow_recompiles(torch, 2 * len(groups) * (1 + len(args.seqs)))  # the eager and the flex variant
     steps = run.get("steps_seen") or 0
     peak_flops, peak_bytes = run.get("peak_flops_per_second"), run.get("peak_bytes_per_second")
     report = {"schema": "attnscope.replay/1", "trace_dir": run["trace_dir"], "device": device,
