@@ -482,7 +482,7 @@ def svg_plot(title, unit, series):
     yhi += 1 if yhi <= ylo else 0
     xlo, xhi = math.log2(seqs[0]), math.log2(seqs[-1])
     xhi += 1 if xhi <= xlo else 0
-    left, top, w, h = 70, 24, 420, 260
+    left, top, w, h = 100, 24, 420, 260
     X = lambda seq: left + w * (math.log2(seq) - xlo) / (xhi - xlo)  # noqa: E731
     Y = lambda v: top + h * (1 - (math.log10(v) - ylo) / (yhi - ylo))  # noqa: E731
     out = [f'<svg width="{left + w + 200}" height="{top + h + 40}" xmlns="http://www.w3.org/2000/svg" '
