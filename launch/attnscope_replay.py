@@ -26,6 +26,7 @@ Exit status: 0 replayed, 1 replayed but a rank file of the run was skipped, 2 er
 directory unreadable, no usable rank file, no layer with recorded shapes, bad usage).
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -244,26 +245,31 @@ def sync(torch, device):
         torch.cuda.synchronize()
 
 
-def time_once(torch, fn, q, k, v, dropout, device):
-    """(forward s, backward s, bytes kept for backward or CUDA peak)."""
+def time_once(torch, fn, q, k, v, dropout, device, saved=False):
+    """(forward s, backward s, memory): on CUDA the peak above the inputs; on a CPU, with `saved`,
+    the bytes autograd keeps for backward (a saved-tensors hook sees them; its Python call per
+    saved tensor would weigh on the forward time of the implementations that save more, so the
+    timed passes run without it), else None."""
     kept = {}
 
     def pack(t):
         kept[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         return t
+    hooks = torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t) if saved else contextlib.nullcontext()
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     sync(torch, device)
     t0 = time.perf_counter()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with hooks:
         out = fn(q, k, v, dropout)
     sync(torch, device)
     t1 = time.perf_counter()
     out.backward(torch.ones_like(out))
     sync(torch, device)
     t2 = time.perf_counter()
-    memory = torch.cuda.max_memory_allocated() - base if device == "cuda" else sum(kept.values())
+    memory = torch.cuda.max_memory_allocated() - base if device == "cuda" else \
+        sum(kept.values()) if saved else None
     for x in (q, k, v):
         x.grad = None
     return t1 - t0, t2 - t1, memory
@@ -284,9 +290,10 @@ def measure(torch, impls, shape, device, reps, seq=None):
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always")
             try:
-                time_once(torch, fn, q, k, v, dropout, device)  # warm-up (and compile)
+                # warm-up (and compile); on a CPU it counts what autograd keeps, the same every pass
+                _, _, kept = time_once(torch, fn, q, k, v, dropout, device, saved=device != "cuda")
                 live.append((name, fn))
-                results[name] = {"forward": [], "backward": [], "memory": 0}
+                results[name] = {"forward": [], "backward": [], "memory": 0 if device == "cuda" else kept}
             except Exception as e:  # an unsupported combination: say why, go on with the others
                 # SDPA says why a forced backend cannot run in warnings before it raises.
                 why = [re.sub(r"\s*\(Triggered internally at [^)]*\)", "", str(w.message)).strip() for w in said]
@@ -298,7 +305,8 @@ def measure(torch, impls, shape, device, reps, seq=None):
             r = results[name]
             r["forward"].append(f)
             r["backward"].append(b)
-            r["memory"] = max(r["memory"], m)
+            if m is not None:  # CUDA: the peak of the timed passes (the warm-up's has compilation's)
+                r["memory"] = max(r["memory"], m)
     # The fastest pass (as timeit does): on a machine shared with other work the slow passes are
     # other work's, and the fastest is the steadiest figure; the median is kept beside it.
     summary = {}
