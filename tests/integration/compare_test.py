@@ -357,8 +357,7 @@ def case_shapes_recorded(tmp):
 
 
 def case_synthetic(tmp):
-    """attnscope-replay --synthetic: the implementations side by side on random shapes, no run.
-    (These checks were the C++ compare_attention example's.)"""
+    """attnscope-replay --synthetic: the implementations side by side on random shapes, no run."""
     out_json, out_html = os.path.join(tmp, "syn.json"), os.path.join(tmp, "syn.html")
     seqs, heads = (128, 256, 512), (2, 4)
     p = replay("--synthetic", "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
