@@ -597,7 +597,9 @@ def replay(run, args, torch):
               "layers": [], "no_shapes": [l["layer"] for l in layers if not l.get("shape")], "shapes": []}
     for key, members in groups.items():
         shape = members[0]["shape"]
-        impls = implementations(torch, shape, device, not args.no_compile, args.impls)
+        # the observed implementation is timed whatever --impls says: the savings are against it
+        only = args.impls and args.impls + [n for n in map(observed_name, members) if n and n not in args.impls]
+        impls = implementations(torch, shape, device, not args.no_compile, only)
         timed, skipped = measure(torch, impls, shape, device, args.reps)
         checks = {}
         for name, fn, _ in impls:
