@@ -7,7 +7,8 @@ Usage: compare_test.py CASE BUILD_DIR SOURCE_DIR
 Cases:
   synthetic         attnscope-replay --synthetic (no run): eager and SDPA's forced backends side by
                     side at 3 lengths x 2 head counts, complete table, memory quadratic for eager and
-                    not for flash, fitted exponents, roofline figures, JSON and HTML; bad inputs. ~10 s
+                    not for flash, fitted exponents, roofline figures, JSON and HTML; bad inputs;
+                    the recompile limit raised for the compiled variants. ~15 s
   shapes_recorded   one process under the Python API: SDPA with grouped-query heads, unequal
                     lengths, a mask and dropout; bfloat16 causal SDPA; an eager attention with
                     projections, a boolean mask and dropout: the trace's attention_shape values
@@ -413,6 +414,20 @@ def case_synthetic(tmp):
                        ([], "give a run's trace directory (RUN_DIR) or --synthetic")):
         p = replay(*args)
         check(p.returncode == 2 and want in p.stderr, f"{args}: exit {p.returncode}, {p.stderr[-500:]}")
+    # torch.compile keeps 8 graphs per function, then runs it uncompiled: the replay's eager closure
+    # compiled at 9 lengths (dynamo alone, no Inductor: the graphs are what is counted) must get 9.
+    sys.path.insert(0, os.path.join(SOURCE, "launch"))
+    import torch
+    import attnscope_replay
+    attnscope_replay.allow_recompiles(torch, 9)
+    torch._dynamo.utils.counters.clear()
+    shape = {"batch": 1, "heads": 2, "kv_heads": 2, "q_len": 4, "kv_len": 4, "head_dim": 4, "dtype": "float32",
+             "causal": 1, "mask": "none", "dropout": 0.0}
+    for seq in range(1, 10):
+        q = torch.randn(1, 2, seq, 4)
+        torch.compile(attnscope_replay.make_eager(torch, shape), dynamic=False, backend="eager")(q, q, q, 0.0)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    check(graphs == 9, f"{graphs} graphs compiled for 9 lengths")
 
 
 def case_llama_eager_sdpa(tmp):
