@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tests of the trace store and attnscope-analyze with real processes over real Gloo.
-Usage: analysis_test.py CASE EXAMPLE_BINARY ANALYZE_BINARY SOURCE_DIR [COMPARE_BINARY]
+Usage: analysis_test.py CASE EXAMPLE_BINARY ANALYZE_BINARY SOURCE_DIR
 
 Cases:
   straggler4_report  4 ranks, rank 2 slowed in layer 1: the report (JSON, HTML, Perfetto) names
@@ -22,8 +22,6 @@ Cases:
                      0's /metrics names the cell while it runs, its summary and the post-run report
                      name it, the rank as a whole stays below the straggler threshold, and no other
                      rank has a cell outlier
-  compare_attention  examples/compare_attention on short sequences: complete table, memory grows
-                     quadratically, roofline columns (flops equal the hand count), HTML with plots
 """
 import json
 import os
@@ -39,7 +37,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 CASE, EXAMPLE, ANALYZE, SOURCE = sys.argv[1:5]
-COMPARE = sys.argv[5] if len(sys.argv) > 5 else None
 DEADLINE_S = 240
 
 from ranks import TINY, check, free_ports, png_pixels, rank_env  # noqa: E402
@@ -405,49 +402,6 @@ def case_cell_outlier3(tmp):
     print(f"report: {c['factor']:.2f}x, +{100 * c['excess_share']:.0f}% of the layer's forward "
           f"time, rank score {score:.3f}; live {factor:.2f}x")
     check("cell outlier: rank 1 layers.2.attn forward softmax" in p.stdout, p.stdout)
-
-
-def case_compare_attention(tmp):
-    check(COMPARE is not None, "usage: ... compare_attention needs the COMPARE_BINARY argument")
-    out_json, out_html = os.path.join(tmp, "cmp.json"), os.path.join(tmp, "cmp.html")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    p = subprocess.run([COMPARE, "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
-                        "--threads", "1", "--fit-from", "128", "--json", out_json, "--html", out_html],
-                       capture_output=True, text=True, timeout=300, env=env)
-    print(p.stdout)
-    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
-    result = json.load(open(out_json))
-    rows = {(r["impl"], r["heads"], r["seq"]): r for r in result["rows"]}
-    check(len(rows) == 4 * 2 * 3, f"{len(rows)} rows, expected 24")
-    # SDPA's CPU kernels, each named: the dispatcher's pick (dropout 0) is flash, the math path math.
-    for (impl, heads, seq), r in rows.items():
-        want = {"sdpa": "flash", "sdpa_math": "math"}.get(impl, "-")
-        check(r["backend"] == want, f"{impl} h{heads} s{seq}: backend {r['backend']}, expected {want}")
-    for key, r in rows.items():
-        check(r["forward_seconds"] > 0 and r["backward_seconds"] > 0, f"{key}: no time measured")
-        check(r["forward_peak_bytes"] > 0, f"{key}: no peak memory")
-    for heads in (2, 4):
-        # The scores (heads x seq x seq) dominate the naive forward's peak: 4x the length, 16x the bytes.
-        ratio = rows[("naive", heads, 512)]["forward_peak_bytes"] / rows[("naive", heads, 128)]["forward_peak_bytes"]
-        check(ratio > 10, f"naive peak grows {ratio:.1f}x from 128 to 512 (quadratic: 16x)")
-    check(all(f["exponent"] is not None for f in result["fits"]), f"fits {result['fits']}")
-    # Roofline columns: the naive forward's flops are the hand count (two bmm of 2*heads*seq^2*d_head
-    # each, the scaling's and the softmax's 1 + 5 flops per score), over the 2 timed calls.
-    for heads in (2, 4):
-        for seq in (128, 256, 512):
-            r = rows[("naive", heads, seq)]
-            expected = 2 * (4 * heads * seq * seq * (64 // heads) + 6 * heads * seq * seq)
-            check(r["forward_flops"] == expected, f"naive h{heads} s{seq}: {r['forward_flops']} flops, hand count {expected}")
-    for key, r in rows.items():
-        for phase in ("forward", "backward"):
-            check(r[f"{phase}_flops_per_second"] > 0 and r[f"{phase}_bytes_per_second"] > 0, f"{key} {phase}: no rates")
-            check(r[f"{phase}_bound"] in ("memory", "compute") and r[f"{phase}_fraction"] > 0,
-                  f"{key} {phase}: bound {r[f'{phase}_bound']} fraction {r[f'{phase}_fraction']}")
-    check(result["ceilings"]["source"] == "calibration" and result["ceilings"]["peak_flops_per_second"] > 0,
-          f"ceilings {result['ceilings']}")
-    page = open(out_html).read()
-    check(page.count("<svg") == 3 and "<polyline" in page, "HTML page lacks the plots")
-    check("fwd GFLOP/s" in page and "fwd roof" in page, "HTML table lacks the roofline columns")
 
 
 def main():

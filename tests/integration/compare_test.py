@@ -5,6 +5,10 @@ attention and once with SDPA.
 Usage: compare_test.py CASE BUILD_DIR SOURCE_DIR
 
 Cases:
+  synthetic         attnscope-replay --synthetic (no run): eager and SDPA's forced backends side by
+                    side at 3 lengths x 2 head counts, complete table, memory quadratic for eager and
+                    not for flash, fitted exponents, roofline figures, JSON and HTML; bad inputs;
+                    the recompile limit raised for the compiled variants. ~15 s
   shapes_recorded   one process under the Python API: SDPA with grouped-query heads, unequal
                     lengths, a mask and dropout; bfloat16 causal SDPA; an eager attention with
                     projections, a boolean mask and dropout: the trace's attention_shape values
@@ -351,6 +355,79 @@ def case_shapes_recorded(tmp):
         else:  # dropout in training: CPU flash cannot, flex has none
             check("dropout" in skipped.get("sdpa:flash", ""), f"{name}: flash {skipped.get('sdpa:flash')!r}")
             check(skipped.get("flex") == "ValueError: flex_attention has no dropout", f"{name}: flex {skipped.get('flex')!r}")
+
+
+def case_synthetic(tmp):
+    """attnscope-replay --synthetic: the implementations side by side on random shapes, no run."""
+    out_json, out_html = os.path.join(tmp, "syn.json"), os.path.join(tmp, "syn.html")
+    seqs, heads = (128, 256, 512), (2, 4)
+    p = replay("--synthetic", "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
+               "--threads", "1", "--fit-from", "128", "--no-compile", "--json", out_json, "--html", out_html)
+    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
+    r = load(out_json)
+    check(r["mode"] == "synthetic" and r["device"] == "cpu", f"mode {r['mode']} on {r['device']}")
+    rows = {(x["implementation"], x["heads"], x["seq"]): x for x in r["rows"]}
+    # Complete table: every implementation a CPU offers at every (heads, length); SDPA with each
+    # backend forced (a backend that cannot run those shapes would be skipped, not counted).
+    impls = ("eager", "sdpa:flash", "sdpa:math")
+    want = {(i, h, s) for i in impls for h in heads for s in seqs}
+    check(set(rows) == want, f"rows {sorted(rows)}, expected {sorted(want)}")
+    skipped = {(x["implementation"], x["heads"], x["seq"]): x["reason"] for x in r["skipped"]}
+    check(set(skipped) == {("flex", h, s) for h in heads for s in seqs}
+          and all("FlexAttention does not support backward on CPU" in why for why in skipped.values()),
+          f"skipped {skipped}")
+    for key, x in rows.items():
+        check(x["forward_seconds"] > 0 and x["backward_seconds"] > 0, f"{key}: no time measured")
+        check(x["memory_bytes"] > 0, f"{key}: no memory")
+        check(x["head_dim"] == 64 // key[1], f"{key}: head dim {x['head_dim']}")
+        # Roofline figures of the shapes: forward 2 matmuls, backward 5, of 2*heads*seq^2*head_dim each.
+        flops = 14 * key[1] * key[2] ** 2 * (64 // key[1])
+        check(x["flops"] == flops, f"{key}: {x['flops']} flops, hand count {flops}")
+        check(x["flops_per_second"] > 0 and x["bytes_per_second"] > 0, f"{key}: no rates")
+        check(x["bound"] in ("memory", "compute") and x["fraction_of_roofline"] > 0,
+              f"{key}: bound {x['bound']} fraction {x['fraction_of_roofline']}")
+    for h in heads:
+        # The scores (heads x seq x seq) dominate what eager keeps for backward: 4x the length,
+        # 16x the scores' bytes; flash keeps no scores (linear in the length).
+        ratio = rows[("eager", h, 512)]["memory_bytes"] / rows[("eager", h, 128)]["memory_bytes"]
+        flash = rows[("sdpa:flash", h, 512)]["memory_bytes"] / rows[("sdpa:flash", h, 128)]["memory_bytes"]
+        check(ratio > 10 and flash < ratio / 2, f"{h} heads: memory grows {ratio:.1f}x (eager), {flash:.1f}x "
+                                                f"(flash) from 128 to 512")
+    fits = {(f["implementation"], f["heads"]): f for f in r["fits"]}
+    check(set(fits) == {(i, h) for i in impls for h in heads}, f"fits {sorted(fits)}")
+    for key, f in fits.items():
+        check(f["lengths"] == 3 and f["exponent"] is not None and f["memory_exponent"] is not None, f"{key}: {f}")
+    check(all(n["ok"] for n in r["numerics"]) and len(r["numerics"]) == len(fits), f"numerics {r['numerics']}")
+    c = r["ceilings"]
+    check(c["source"] == "calibration" and c["peak_flops_per_second"] > 0 and c["peak_bytes_per_second"] > 0,
+          f"ceilings {c}")
+    page = open(out_html).read()
+    check(page.count("<svg") == 3 and page.count("<polyline") == 3 * len(fits), "HTML page lacks the plots")
+    check("GFLOP/s" in page and "roof" in page and "sdpa:flash" in page, "HTML table lacks the roofline columns")
+    # Bad inputs: what is wrong and what is allowed.
+    for args, want in ((["--synthetic"], "--synthetic needs --seqs"),
+                       (["--synthetic", "--seqs", "64", "--heads", "3", "--d-model", "64"],
+                        "--d-model 64 is not divisible by --heads 3"),
+                       (["--synthetic", "--seqs", "64", "--impls", "naive"],
+                        '"naive" is not an implementation; allowed: eager, eager+compile, sdpa:flash'),
+                       ([tmp, "--heads", "2"], "--heads: only with --synthetic"),
+                       ([], "give a run's trace directory (RUN_DIR) or --synthetic")):
+        p = replay(*args)
+        check(p.returncode == 2 and want in p.stderr, f"{args}: exit {p.returncode}, {p.stderr[-500:]}")
+    # torch.compile keeps 8 graphs per function, then runs it uncompiled: the replay's eager closure
+    # compiled at 9 lengths (dynamo alone, no Inductor: the graphs are what is counted) must get 9.
+    sys.path.insert(0, os.path.join(SOURCE, "launch"))
+    import torch
+    import attnscope_replay
+    attnscope_replay.allow_recompiles(torch, 9)
+    torch._dynamo.utils.counters.clear()
+    shape = {"batch": 1, "heads": 2, "kv_heads": 2, "q_len": 4, "kv_len": 4, "head_dim": 4, "dtype": "float32",
+             "causal": 1, "mask": "none", "dropout": 0.0}
+    for seq in range(1, 10):
+        q = torch.randn(1, 2, seq, 4)
+        torch.compile(attnscope_replay.make_eager(torch, shape), dynamic=False, backend="eager")(q, q, q, 0.0)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    check(graphs == 9, f"{graphs} graphs compiled for 9 lengths")
 
 
 def case_llama_eager_sdpa(tmp):

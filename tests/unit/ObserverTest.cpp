@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -670,7 +671,8 @@ TEST_F(ObserverTest, FusedAttentionOpsAreFoundWithoutAScope) {
 
 // PyTorch 2.x's CPU SDPA: the flash kernel when dropout is 0, the math path otherwise; both are
 // one fused_attention op whose backend is named from the kernel op SDPA dispatches to, and the
-// flash kernel's own autograd node names it in backward.
+// flash kernel's own autograd node names it in backward. The math kernel called by its own name
+// is math too; a naive matmul-softmax-matmul names no backend.
 TEST_F(ObserverTest, SdpaBackendsAreNamedInForwardAndBackward) {
   start(quietConfig());
   auto q = torch::randn({2, 4, 16, 8}, torch::requires_grad());
@@ -686,6 +688,14 @@ TEST_F(ObserverTest, SdpaBackendsAreNamedInForwardAndBackward) {
       AttentionScope scope("math");
       out = out + at::scaled_dot_product_attention(q, k, v, {}, /*dropout_p=*/0.5);
     }
+    {  // the math path called by its own name, and a naive attention: no SDPA, no backend
+      AttentionScope scope("math_called");
+      out = out + std::get<0>(at::_scaled_dot_product_attention_math(q, k, v));
+    }
+    {
+      AttentionScope scope("naive");
+      out = out + torch::matmul(torch::softmax(torch::matmul(q, k.transpose(-2, -1)), -1), v);
+    }
     out.sum().backward();
     step();
   }
@@ -699,6 +709,13 @@ TEST_F(ObserverTest, SdpaBackendsAreNamedInForwardAndBackward) {
   EXPECT_EQ(flash->backends[idx(AttentionBackend::kMath)], 0u);
   EXPECT_EQ(math->backends[idx(AttentionBackend::kMath)], 3u);
   EXPECT_EQ(math->backends[idx(AttentionBackend::kFlash)], 0u);
+  const PhaseStats* mathCalled = findPhase(stats, "math_called", Phase::kForward);
+  const PhaseStats* naive = findPhase(stats, "naive", Phase::kForward);
+  ASSERT_NE(mathCalled, nullptr);
+  ASSERT_NE(naive, nullptr);
+  EXPECT_EQ(mathCalled->backends[idx(AttentionBackend::kMath)], 3u);
+  EXPECT_EQ(mathCalled->backends[idx(AttentionBackend::kFlash)], 0u);
+  for (int b = 0; b < kNumAttentionBackends; ++b) EXPECT_EQ(naive->backends[b], 0u) << b;
   ASSERT_NE(findKind(flash, OpKind::kFusedAttention), nullptr);
   EXPECT_EQ(findKind(flash, OpKind::kFusedAttention)->ops, 3u);
   ASSERT_NE(findKind(math, OpKind::kFusedAttention), nullptr);

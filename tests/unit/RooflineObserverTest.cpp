@@ -3,6 +3,7 @@
 // included; a pure copy classifies memory-bound and a large matmul compute-bound against the
 // ceilings calibrated at start.
 #include <cmath>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
@@ -133,6 +134,46 @@ TEST_F(RooflineObserverTest, FlopsOfForwardAndBackwardMatchTheFormulas) {
   const CellStats* evalFwd = findKind(stats, "eval", Phase::kForward, OpKind::kScoreMatmul);
   ASSERT_NE(evalFwd, nullptr);
   EXPECT_DOUBLE_EQ(evalFwd->flops, scoreFlops);
+}
+
+// A naive attention's whole forward (q·kᵀ, the scaling, softmax, ·v), every op kind of the phase
+// summed, is the hand count: two bmm of 2·heads·seq²·head_dim FLOPs each, the scaling's division
+// and the softmax's 1 + 5 FLOPs per score, whatever the heads and lengths.
+TEST_F(RooflineObserverTest, NaiveAttentionForwardIsTheHandCount) {
+  start(quietConfig());
+  const int64_t dModel = 64;
+  const int calls = 2;
+  for (int call = 0; call < calls; ++call) {
+    for (int64_t heads : {2, 4}) {
+      for (int64_t seq : {128, 256, 512}) {
+        const int64_t dh = dModel / heads;
+        auto q = torch::randn({heads, seq, dh}, torch::requires_grad());
+        auto k = torch::randn({heads, seq, dh}, torch::requires_grad());
+        auto v = torch::randn({heads, seq, dh}, torch::requires_grad());
+        {  // with autograd history, as in training; the backward is not what is counted here
+          AttentionScope scope("h" + std::to_string(heads) + "/s" + std::to_string(seq));
+          auto scores = torch::bmm(q, k.transpose(1, 2)) / std::sqrt(static_cast<double>(dh));
+          torch::bmm(torch::softmax(scores, -1), v);
+        }
+        attnscope::step();
+      }
+    }
+  }
+  const StatsTable stats = statistics();
+  for (int64_t heads : {2, 4}) {
+    for (int64_t seq : {128, 256, 512}) {
+      const std::string name = "h" + std::to_string(heads) + "/s" + std::to_string(seq);
+      double flops = 0;
+      for (const LayerStats& l : stats.layers()) {
+        if (l.name != name || !l.phases[static_cast<int>(Phase::kForward)]) continue;
+        for (const auto& kind : l.phases[static_cast<int>(Phase::kForward)]->kinds) {
+          if (kind) flops += kind->flops;
+        }
+      }
+      const double scores = static_cast<double>(heads * seq * seq);
+      EXPECT_DOUBLE_EQ(flops, calls * (4 * scores * (dModel / heads) + 6 * scores)) << name;
+    }
+  }
 }
 
 // Calls closed with their results read their ops' arguments on one call in 8 per layer and
