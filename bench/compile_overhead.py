@@ -29,8 +29,9 @@ from overhead_python import bootstrap  # noqa: E402
 
 
 def layer_seconds(summary):
-    """Every layer's calls so far, forward, backward and recompute."""
-    return sum(p["call"]["total_seconds"] for layer in summary["layers"] for p in layer["phases"].values())
+    """Per layer, its calls so far, forward, backward and recompute."""
+    return {layer["name"]: sum(p["call"]["total_seconds"] for p in layer["phases"].values())
+            for layer in summary["layers"]}
 
 
 def run_variant(a):
@@ -64,7 +65,9 @@ def run_variant(a):
     out = {"first_s": sum(first), "times": times, "kernels": metrics.generated_kernel_count}
     if s0 is not None:
         s1 = attnscope.summary()
-        out["share"] = (layer_seconds(s1) - layer_seconds(s0)) / sum(times)
+        before, after = layer_seconds(s0), layer_seconds(s1)
+        out["layers"] = {name: (after[name] - before.get(name, 0.0)) / sum(times) for name in after}
+        out["share"] = sum(out["layers"].values())
         out["compile_seconds"] = s1["discovery"]["compile_seconds"]
         out["own_share"] = (s1["run"]["overhead_seconds"] - s0["run"]["overhead_seconds"]) / sum(times)
     print("RESULT " + json.dumps(out))
@@ -100,8 +103,11 @@ def main():
     print(f"step median: plain {statistics.median(pooled['plain']) * 1e3:.3f} ms, marked "
           f"{statistics.median(pooled['marked']) * 1e3:.3f} ms: ratio {ratio:.4f} [{low:.4f}, {high:.4f}]; eager "
           f"{statistics.median(pooled['eager']) * 1e3:.3f} ms")
-    print(f"first 3 steps (compilation), median of processes: plain {first['plain']:.2f} s, marked "
-          f"{first['marked']:.2f} s (ratio {first['marked'] / first['plain']:.3f}); attnscope's compile_seconds "
+    firsts = {v: [r["first_s"] for r in rs] for v, rs in results.items()}
+    low_c, high_c = bootstrap(firsts["plain"], firsts["marked"], random.Random(2))
+    print(f"first 3 steps (compilation), median of processes: plain {first['plain']:.2f} s "
+          f"{[round(x, 2) for x in firsts['plain']]}, marked {first['marked']:.2f} s {[round(x, 2) for x in firsts['marked']]} "
+          f"(ratio {first['marked'] / first['plain']:.3f} [{low_c:.3f}, {high_c:.3f}]); attnscope's compile_seconds "
           f"{[round(r['compile_seconds'], 2) for r in results['marked']]}")
     print(f"Inductor generated kernels: plain {[r['kernels'] for r in results['plain']]}, marked "
           f"{[r['kernels'] for r in results['marked']]}")
@@ -109,6 +115,12 @@ def main():
           f"{[round(r['own_share'], 5) for r in results['marked']]}, eager {[round(r['own_share'], 5) for r in results['eager']]}")
     print(f"attention share of the step: compiled {[round(r['share'], 3) for r in results['marked']]}, eager "
           f"{[round(r['share'], 3) for r in results['eager']]}")
+    for name in results["marked"][0]["layers"]:
+        compiled = [r["layers"][name] for r in results["marked"]]
+        eager = [r["layers"][name] for r in results["eager"]]
+        print(f"  {name}: compiled {[round(x, 3) for x in compiled]} (median {statistics.median(compiled):.3f}), "
+              f"eager {[round(x, 3) for x in eager]} (median {statistics.median(eager):.3f}), difference "
+              f"{statistics.median(compiled) - statistics.median(eager):+.3f}")
 
 
 if __name__ == "__main__":

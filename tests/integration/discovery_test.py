@@ -418,10 +418,41 @@ SDPA_KINDS = {"forward": {"qkv_projection", "fused_attention", "output_projectio
               "backward": {"qkv_projection", "fused_attention", "output_projection"}}
 
 
+def check_compiled_trace(tmp, names, kinds, label):
+    """The compiled layers in the run's traces as attnscope-analyze reads them: the eager names,
+    one forward call per layer and step, forward and backward with the kinds compiled code calls
+    plus compiled_kernels (the same run's traces: no second compilation)."""
+    analyze = os.path.join(BUILD, "analysis", "attnscope-analyze")
+    report, layers = os.path.join(tmp, "report.json"), os.path.join(tmp, "layers.json")
+    p = subprocess.run([analyze, os.path.join(tmp, "traces"), "--quiet", "--json", report, "--layers", layers],
+                       capture_output=True, text=True, timeout=120)
+    check(p.returncode == 0, f"{label}: attnscope-analyze exit {p.returncode}: {p.stderr[-2000:]}")
+    described, rows = load(layers), load(report)["layers"]
+    got = [l["layer"] for l in described["layers"]]
+    check(sorted(got) == sorted(names), f"{label}: the trace's layers {got}, expected {names}")
+    check(described["ranks"] == 2 and described["sampled_steps"] > 0,
+          f"{label}: trace of {described['ranks']} ranks, {described['sampled_steps']} sampled steps")
+    for layer in described["layers"]:
+        check(layer["calls_per_step"] == 1,
+              f"{label}: {layer['layer']} {layer['calls_per_step']} calls per step in the trace, expected 1")
+        per_step = layer["seconds_per_step"]
+        for phase in ("forward", "backward"):
+            want = kinds[phase] | {"compiled_kernels"}
+            check(phase in per_step and want <= set(per_step[phase]),
+                  f"{label}: {layer['layer']} {phase} in the trace: {per_step.get(phase)}, lacks "
+                  f"{sorted(want - set(per_step.get(phase, {})))}")
+    calls = {(r["layer"], r["phase"]): r["calls"] for r in rows}
+    want = {(n, ph): 2 * STEPS for n in names for ph in ("forward", "backward")}  # every step sampled, 2 ranks
+    check(calls == want, f"{label}: calls in the report {calls}, expected {want}")
+    print(f"{label}: the trace has {sorted(got)}, 1 call per step, forward and backward with compiled_kernels; "
+          f"report calls {sorted(calls.items())}")
+
+
 def case_compile(tmp):
     # nanoGPT's recipe on Llama: torch.compile(model), then DDP (DDPOptimizer splits the graph at
-    # bucket boundaries).
+    # bucket boundaries). The same run's traces show the compiled layers to attnscope-analyze.
     check_compiled(tmp, "llama_sdpa", "model", SDPA_KINDS)
+    check_compiled_trace(tmp, EXPECTED["llama_sdpa"][0], SDPA_KINDS, "llama_sdpa compiled (model, DDP)")
 
 
 # Unfused attention in compiled code: the softmax, masking and dropout are generated kernels, the
