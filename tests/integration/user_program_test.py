@@ -34,8 +34,8 @@ STEPS = 150
 SLOW = {"rank": 1, "block": 2, "op": "softmax", "times": 5}
 LAYER = f"blk{SLOW['block']}.self_attention"
 INJECTED = (SLOW["rank"], LAYER, "forward", SLOW["op"])
-# The report's factor against the program's own: see the case's docstring and the module's
-# commit for the measurements behind it.
+# The report's factor against the program's own (3 runs on a quiet host: 2.10-2.12x against
+# 2.02-2.06x; the means of the same calls spread 1.7-3.0x): the typical time, not the mean.
 FACTOR_TOLERANCE = 0.25
 LIVE_TOLERANCE = 0.15
 PROGRAM_DEADLINE_S = 45  # each rank ends itself then
