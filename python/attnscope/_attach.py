@@ -507,7 +507,10 @@ def _compiled_region(name_of):
         _region_origin(module)
         _attnscope.enter_scope(name_of(module), True)
         _open_modules().append(module)
-    return enter, _layer_exit  # a region closes like a layer
+
+    def leave(module, args, output):  # a region closes like a layer; its hook has no kwargs
+        return _layer_exit(module, args, {}, output)
+    return enter, leave
 
 
 def _region_name(module):
