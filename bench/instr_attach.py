@@ -108,8 +108,9 @@ def main():
             _attach._results = lambda output: None  # no results: the callback path
         if a.variant == "python":  # attnscope never starts: no session, no callbacks, no allocator
             _attach._attnscope = FakeScopes(_attach._attnscope)
-            _attach._ensure_started = lambda: None
         _attach.install()  # before the model is built, as sitecustomize does under attnscope-run
+        if a.variant == "python":
+            _attach.attachment().ensure_started = lambda: None
         # Configured ceilings: no calibration inside the count (and none to set without a roofline).
         parts = {"roofline": False} if a.variant == "noroofline" else {"peak_flops": 3e10, "peak_bandwidth": 1e10}
         if a.variant == "nomemory":

@@ -47,7 +47,7 @@ def main():
     for _ in range(50):  # discovery (attach), allocator and dispatcher warm-up
         module(x)
     if variant == "attach":
-        _attach._end_discovery()  # as after the third optimizer step
+        _attach.attachment().end_discovery()  # as after the third optimizer step
         attnscope.step()  # step 1 on: unsampled
     subprocess.run(["callgrind_control", "-z", str(os.getpid())], capture_output=True)
     for _ in range(CALLS):
