@@ -1,6 +1,7 @@
 """The discovery rule (python/attnscope/_discovery.py, docs/DISCOVERY.md) on small module trees, and
 the attach's lifecycle around it. Nothing is trained or compiled: torch.compile's wrappers are
 built (compilation is lazy) but never called. PYTHONPATH=build/python."""
+import json
 import re
 import sys
 
@@ -423,3 +424,22 @@ def test_region_hooks_open_and_close_a_region(attachment):
         hook(compiled, (x,), x)
     assert attachment._open_modules() == []
     assert ("Gpt", "compiled_region", "Gpt") in attachment.origins
+
+
+def test_close_stops_the_session_the_attachment_started(tmp_path, monkeypatch):
+    assert not _attach.attnscope.is_running()
+    summary = tmp_path / "summary.json"
+    for name, value in {"PORT": "0", "LOG_LEVEL": "error", "PEAK_FLOPS": "3e10", "PEAK_BANDWIDTH": "1e10",
+                        "SUMMARY_JSON": str(summary)}.items():
+        monkeypatch.setenv("ATTNSCOPE_" + name, value)
+    a = _attach.Attachment.from_environment()
+    a.install()
+    try:
+        Gpt()(torch.ones(1, 3, 8, requires_grad=True)).sum().backward()
+        assert a.started_session and _attach.attnscope.is_running()
+    finally:
+        a.close()
+    assert not _attach.attnscope.is_running() and not torch._attnscope_attached
+    discovery = json.loads(summary.read_text())["discovery"]
+    assert [(l["name"], l["rule"], l["source"]) for l in discovery["layers"]] == [
+        ("blocks.0.attn", "class_name", "CausalSelfAttention"), ("blocks.1.attn", "class_name", "CausalSelfAttention")]
