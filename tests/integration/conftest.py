@@ -9,6 +9,8 @@ import tempfile
 
 import pytest
 
+from ranks import ExampleRanks
+
 # The options ctest hands in; a test that needs one fails with its description when it is missing.
 PATHS = {
     "build-dir": "the build directory (its python/ holds the attnscope module)",
@@ -64,6 +66,12 @@ def program(request):
 @pytest.fixture(scope="session")
 def alertmanager_bin(request):
     return path_option(request, "alertmanager")
+
+
+@pytest.fixture
+def example_ranks(example, run_dir):
+    """Ranks of the example program, their summaries and logs in the test's run directory."""
+    return ExampleRanks(example, run_dir)
 
 
 @pytest.fixture

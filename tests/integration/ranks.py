@@ -82,6 +82,26 @@ def wait_all(procs, deadline):
     return codes
 
 
+class ExampleRanks:
+    """Rank processes of one program (the example) whose summaries and logs go to one directory,
+    the test's run directory; waited for DEADLINE_S unless a test says otherwise."""
+
+    DEADLINE_S = 240
+
+    def __init__(self, binary, directory):
+        self.binary = binary
+        self.dir = directory
+
+    def env(self, interval, log_level="info", **extra):
+        return rank_env(self.dir, interval, log_level, **extra)
+
+    def spawn(self, world, env, args, **kw):
+        return spawn_ranks(self.binary, world, env, args, self.dir, **kw)
+
+    def wait(self, procs, deadline=DEADLINE_S):
+        return wait_all(procs, deadline)
+
+
 def run_case(case, cases, prefix, log_suffixes=(".log",)):
     """Runs cases["case_" + case] in a temporary directory; on a failed check prints the tails of
     its logs (files ending in log_suffixes) before failing."""
