@@ -9,6 +9,7 @@ import tempfile
 
 import pytest
 
+from prometheus_server import Prometheus
 from ranks import ExampleRanks
 
 # The options ctest hands in; a test that needs one fails with its description when it is missing.
@@ -72,6 +73,21 @@ def alertmanager_bin(request):
 def example_ranks(example, run_dir):
     """Ranks of the example program, their summaries and logs in the test's run directory."""
     return ExampleRanks(example, run_dir)
+
+
+@pytest.fixture
+def prometheus(run_dir):
+    """Starts a real Prometheus (prometheus_server.Prometheus, its files in the run directory) when
+    called with Prometheus' arguments, and stops it after the test."""
+    started = []
+
+    def start(*args, **kw):
+        started.append(Prometheus(run_dir, *args, **kw))
+        return started[-1]
+
+    yield start
+    for server in reversed(started):
+        server.stop()
 
 
 @pytest.fixture
