@@ -39,34 +39,20 @@ def path_option(request, name):
     return os.path.abspath(value)
 
 
-@pytest.fixture(scope="session")
-def build_dir(request):
-    return path_option(request, "build-dir")
+def path_fixture(option, name):
+    """A session fixture `name` giving the path of --<option>."""
+    def fixture(request):
+        return path_option(request, option)
+    fixture.__doc__ = f"--{option}: {PATHS[option]}"
+    return pytest.fixture(fixture, scope="session", name=name)
 
 
-@pytest.fixture(scope="session")
-def source_dir(request):
-    return path_option(request, "source-dir")
-
-
-@pytest.fixture(scope="session")
-def example(request):
-    return path_option(request, "example")
-
-
-@pytest.fixture(scope="session")
-def analyze_bin(request):
-    return path_option(request, "analyze")
-
-
-@pytest.fixture(scope="session")
-def program(request):
-    return path_option(request, "program")
-
-
-@pytest.fixture(scope="session")
-def alertmanager_bin(request):
-    return path_option(request, "alertmanager")
+build_dir = path_fixture("build-dir", "build_dir")
+source_dir = path_fixture("source-dir", "source_dir")
+example = path_fixture("example", "example")
+analyze_bin = path_fixture("analyze", "analyze_bin")
+program = path_fixture("program", "program")
+alertmanager_bin = path_fixture("alertmanager", "alertmanager_bin")
 
 
 @pytest.fixture
