@@ -43,7 +43,7 @@ import sys
 
 import pytest
 
-from ranks import free_ports, png_pixels
+from ranks import OFFLINE, free_ports, png_pixels, run_env
 
 LAYERS = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
 # The runs' shape: 512 tokens a step as batch 2 x 256. At this length eager's 2x4x256x256 scores
@@ -65,10 +65,7 @@ class Tools:
         self.model = os.path.join(source, "tests", "integration", "llama_train.py")
 
     def env(self):
-        e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
-        e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(self.build, "python"),
-                 ATTNSCOPE_BIND="127.0.0.1", TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
-        return e
+        return run_env(self.build, **OFFLINE)
 
     def train(self, run_dir, attn):
         out = os.path.join(run_dir, attn)

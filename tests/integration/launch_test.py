@@ -18,7 +18,7 @@ import sys
 
 import pytest
 
-from ranks import free_ports
+from ranks import free_ports, run_env
 
 PY = sys.executable  # ATTNSCOPE_PYTHON: the Python whose torch attnscope was built against
 
@@ -31,11 +31,7 @@ class Launcher:
         self.run_path = os.path.join(source, "launch", "attnscope-run")
 
     def env(self, **variables):
-        e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
-        e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                 ATTNSCOPE_PYTHONPATH=os.path.join(self.build, "python"), ATTNSCOPE_BIND="127.0.0.1")
-        e.update(variables)
-        return e
+        return run_env(self.build, **variables)
 
     def __call__(self, args, timeout=240, **variables):
         p = subprocess.run([self.run_path] + args, env=self.env(**variables), capture_output=True, text=True,

@@ -56,6 +56,20 @@ def rank_env(tmp, interval, log_level="info", **extra):
     return env
 
 
+def run_env(build, **variables):
+    """The environment of a job under launch/attnscope-run: none of this process' ATTNSCOPE_ or rank
+    variables, one thread, the attnscope module of `build`, endpoints on loopback; `variables` added."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(build, "python"),
+               ATTNSCOPE_BIND="127.0.0.1")
+    env.update(variables)
+    return env
+
+
+# What a job of transformers models adds: nothing downloaded.
+OFFLINE = {"TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
 def spawn_ranks(binary, world, env, args, tmp, **kw):
     """`world` ranks of `binary` with torchrun's variables set by hand; stderr to tmp/err-<rank>.log."""
     port = free_ports(2)
