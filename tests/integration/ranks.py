@@ -1,8 +1,6 @@
 """What the multi-process tests share: checks, free loopback ports, the ranks' environment, and
 starting and waiting for real rank processes, decoding the PNGs Chromium writes."""
 import os
-import sys
-import tempfile
 import socket
 import subprocess
 import time
@@ -114,25 +112,6 @@ class ExampleRanks:
 
     def wait(self, procs, deadline=DEADLINE_S):
         return wait_all(procs, deadline)
-
-
-def run_case(case, cases, prefix, log_suffixes=(".log",)):
-    """Runs cases["case_" + case] in a temporary directory; on a failed check prints the tails of
-    its logs (files ending in log_suffixes) before failing."""
-    fn = cases.get("case_" + case)
-    if fn is None:
-        allowed = ", ".join(sorted(n[5:] for n in cases if n.startswith("case_")))
-        sys.exit(f"unknown case {case!r}; allowed: {allowed}")
-    with tempfile.TemporaryDirectory(prefix=f"{prefix}-{case}-") as tmp:
-        try:
-            result = fn(tmp)
-        except AssertionError:
-            for name in sorted(os.listdir(tmp)):
-                if name.endswith(tuple(log_suffixes)):
-                    print(f"--- {name} (tail)\n" + open(os.path.join(tmp, name)).read()[-3000:])
-            raise
-    print("PASS", case)
-    return result
 
 
 def wait_for_full_rounds(trace_dir, world, rounds, deadline):
