@@ -213,16 +213,24 @@ def test_trace_disk_full(run_dir, example_ranks, example):
     print([l for l in log.splitlines() if "trace" in l][0])
 
 
+def slowed_rank1_report(example_ranks, analyze_bin, interval, duration_s, slow_layer, deadline):
+    """2 ranks for `duration_s`, rank 1 running layer `slow_layer`'s attention 3 times: the report
+    of their traces."""
+    env = trace_env(example_ranks, interval)
+    procs = example_ranks.spawn(2, env, TINY + ["--steps", "100000000", "--duration-s", str(duration_s),
+                                                "--slow-rank", "1", "--slow-factor", "3", "--slow-layer",
+                                                str(slow_layer)])
+    assert example_ranks.wait(procs, deadline=deadline) == [0, 0], "ranks failed"
+    p, report, _ = analyze(analyze_bin, example_ranks.dir)
+    assert p.returncode == 0, f"analyze exit {p.returncode}"
+    return report
+
+
 def test_html_chromium(run_dir, example_ranks, analyze_bin):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    env = trace_env(example_ranks, 0.5)
-    procs = example_ranks.spawn(2, env, TINY + ["--steps", "100000000", "--duration-s", "10", "--slow-rank", "1",
-                                        "--slow-factor", "3", "--slow-layer", "2"])
-    assert example_ranks.wait(procs, deadline=90) == [0, 0], "ranks failed"
-    p, report, _ = analyze(analyze_bin, run_dir)
-    assert p.returncode == 0, f"analyze exit {p.returncode}"
+    report = slowed_rank1_report(example_ranks, analyze_bin, 0.5, 10, 2, deadline=90)
     html = os.path.join(run_dir, "report.html")
     shot = os.path.join(run_dir, "report.png")
     common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -264,12 +272,7 @@ def test_html_chromium(run_dir, example_ranks, analyze_bin):
 
 
 def test_score2_live_report(run_dir, example_ranks, analyze_bin):
-    env = trace_env(example_ranks, 1.0)
-    procs = example_ranks.spawn(2, env, TINY + ["--steps", "100000000", "--duration-s", "12", "--slow-rank", "1",
-                                        "--slow-factor", "3", "--slow-layer", "1"])
-    assert example_ranks.wait(procs, deadline=120) == [0, 0], "ranks failed"
-    p, report, _ = analyze(analyze_bin, run_dir)
-    assert p.returncode == 0, f"analyze exit {p.returncode}"
+    report = slowed_rank1_report(example_ranks, analyze_bin, 1.0, 12, 1, deadline=120)
     # The report replays rank 0's live detector from the windows every rank recorded.
     assert report["detection"] == "live_rounds", f"detection: {report['detection']}"
     post = {r["rank"]: r["score"] for r in report["ranks"]}
