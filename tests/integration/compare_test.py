@@ -34,7 +34,6 @@ Cases:
                     - bad inputs: a missing directory, a foreign directory, a run without recorded
                       shapes, runs of different models: the errors named, exit status 2.
 """
-import json
 import os
 import shutil
 import sqlite3
@@ -43,7 +42,7 @@ import sys
 
 import pytest
 
-from ranks import OFFLINE, free_ports, png_pixels, run_env
+from ranks import OFFLINE, free_ports, load_json, png_pixels, run_env
 
 LAYERS = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
 # The runs' shape: 512 tokens a step as batch 2 x 256. At this length eager's 2x4x256x256 scores
@@ -97,11 +96,6 @@ def tools(build_dir, source_dir):
     return Tools(build_dir, source_dir)
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 def median(v):
     v = sorted(v)
     n = len(v)
@@ -124,7 +118,7 @@ def check_baseline(tools, run_dir, eager, sdpa):
     out_json, out_html = os.path.join(run_dir, "cmp.json"), os.path.join(run_dir, "cmp.html")
     p = tools.analyze(sdpa, "--baseline", eager, "--json", out_json, "--html", out_html)
     assert p.returncode == 0, f"compare exit {p.returncode}"
-    c = load(out_json)
+    c = load_json(out_json)
     assert c["schema"] == "attnscope.comparison/1", c["schema"]
     diffs = {(d["layer"], d["what"]): d for d in c["differences"]}
     for layer in LAYERS:
@@ -146,7 +140,7 @@ def check_baseline(tools, run_dir, eager, sdpa):
     for name, trace in (("baseline", eager), ("current", sdpa)):
         rep = os.path.join(run_dir, f"{name}-report.json")
         assert tools.analyze(trace, "--json", rep, "--quiet").returncode == 0, f"{name} report failed"
-        for row in load(rep)["layers"]:
+        for row in load_json(rep)["layers"]:
             ranks = [x for x in row["rank_seconds_per_step"] if x is not None]
             own[(name, row["layer"], row["phase"])] = median(ranks)
             spread[(name, row["layer"], row["phase"])] = max(ranks) / min(ranks)
@@ -211,7 +205,7 @@ def check_self(tools, run_dir, eager):
     out = os.path.join(run_dir, "self.json")
     p = tools.analyze(eager, "--baseline", eager, "--json", out)
     assert p.returncode == 0, f"self compare exit {p.returncode}"
-    c = load(out)
+    c = load_json(out)
     assert c["differences"] == [] and c["only_in_baseline"] == [] and c["only_in_current"] == [], (
            f"a run differs from itself: {c['differences']}")
     verdicts = {cell["verdict"] for cell in c["cells"]}
@@ -227,7 +221,7 @@ def layer_seconds(tools, trace, run_dir, name):
     out = os.path.join(run_dir, f"{name}-own.json")
     assert tools.analyze(trace, "--json", out, "--quiet").returncode == 0, f"{name} report failed"
     per_rank = {}
-    for row in load(out)["layers"]:
+    for row in load_json(out)["layers"]:
         ranks = per_rank.setdefault(row["layer"], {})
         for rank, x in enumerate(row["rank_seconds_per_step"]):
             if x is not None:
@@ -239,7 +233,7 @@ def check_replay(tools, run_dir, eager, sdpa):
     out = os.path.join(run_dir, "replay.json")
     p = tools.replay(eager, "--json", out, "--reps", "20", "--no-compile", "--seqs", "64,256")
     assert p.returncode == 0, f"replay exit {p.returncode}"
-    r = load(out)
+    r = load_json(out)
     assert [l["layer"] for l in r["layers"]] == LAYERS, f"replayed layers {[l['layer'] for l in r['layers']]}"
     measured_eager = layer_seconds(tools, eager, run_dir, "eager")
     measured_sdpa = layer_seconds(tools, sdpa, run_dir, "sdpa")
@@ -320,7 +314,7 @@ def check_bad_inputs(tools, run_dir, eager, sdpa):
     out = os.path.join(run_dir, "bare.json")
     p = tools.analyze(sdpa, "--baseline", bare, "--json", out)
     assert p.returncode == 0, f"compare against a run without shapes: exit {p.returncode}"
-    layers = load(out)["baseline"]["layers"]
+    layers = load_json(out)["baseline"]["layers"]
     assert all(l["implementation"] == "eager (matmul-softmax-matmul)" and l["shapes"] == "" for l in layers), (
            f"without shapes: {layers}")
     # Another model's run (its layers renamed): refused, both layer lists named.
@@ -383,7 +377,7 @@ def test_shapes_recorded(run_dir, tools, build_dir):
     out = os.path.join(run_dir, "replay.json")
     p = tools.replay(trace, "--json", out, "--reps", "2", "--no-compile")
     assert p.returncode == 0, f"replay exit {p.returncode}"
-    layers = {l["layer"]: l for l in load(out)["layers"]}
+    layers = {l["layer"]: l for l in load_json(out)["layers"]}
     assert sorted(layers) == sorted(want), f"replayed {sorted(layers)}"
     for name, l in layers.items():
         alts = {a["implementation"]: a for a in l["alternatives"]}
@@ -405,7 +399,7 @@ def test_synthetic(run_dir, tools, source_dir):
     p = tools.replay("--synthetic", "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
                "--threads", "1", "--fit-from", "128", "--no-compile", "--json", out_json, "--html", out_html)
     assert p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}"
-    r = load(out_json)
+    r = load_json(out_json)
     assert r["mode"] == "synthetic" and r["device"] == "cpu", f"mode {r['mode']} on {r['device']}"
     rows = {(x["implementation"], x["heads"], x["seq"]): x for x in r["rows"]}
     # Complete table: every implementation a CPU offers at every (heads, length); SDPA with each

@@ -29,7 +29,6 @@ Cases:
   compile_method  model.compile() of the GPT with SDPA, under DDP
 """
 import http.client
-import json
 import os
 import subprocess
 import sys
@@ -38,7 +37,7 @@ import urllib.request
 
 import pytest
 
-from ranks import OFFLINE, free_ports, run_env
+from ranks import OFFLINE, free_ports, load_json, run_env
 
 STEPS = 4
 
@@ -104,13 +103,8 @@ def models(build_dir, source_dir):
     return Models(build_dir, source_dir)
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 def summaries(run_dir, nproc=2):
-    return [load(os.path.join(run_dir, f"summary-{r}.json")) for r in range(nproc)]
+    return [load_json(os.path.join(run_dir, f"summary-{r}.json")) for r in range(nproc)]
 
 
 def check_model(models, run_dir, model, names, rule, kinds, phases=("forward", "backward"), nproc=2, extra=(),
@@ -130,7 +124,7 @@ def check_model(models, run_dir, model, names, rule, kinds, phases=("forward", "
         if "backward" in phases:
             assert s["discovery"]["backward"] == "node_hooks", (
                    f"{model} rank {rank}: backward observed by {s['discovery']['backward']}, not node_hooks")
-        own = load(os.path.join(run_dir, f"own-{rank}.json"))
+        own = load_json(os.path.join(run_dir, f"own-{rank}.json"))
         # Every layer call runs inside a step the script timed: over all steps (the first one's
         # one-time work included on both sides) the layers' forward is a share of the steps' time.
         step_s = sum(own["step_seconds"]) / STEPS
@@ -318,8 +312,8 @@ def compiled_run(models, run_dir, model, how, fsdp=False, **variables):
     code, err = models.run(run_dir, model, 2, extra=extra, timeout=900, **variables)
     assert code == 0, f"{model} compiled ({how}) under attnscope: exit {code}: {err[-3000:]}"
     assert "global hooks" not in err, f"torch.compile warned about attnscope's hook: {err[-2000:]}"
-    return (summaries(run_dir, 2), [load(os.path.join(run_dir, f"own-{r}.json")) for r in range(2)],
-            [load(os.path.join(plain, f"own-{r}.json")) for r in range(2)])
+    return (summaries(run_dir, 2), [load_json(os.path.join(run_dir, f"own-{r}.json")) for r in range(2)],
+            [load_json(os.path.join(plain, f"own-{r}.json")) for r in range(2)])
 
 
 def check_compiled(models, run_dir, model, how, kinds, fsdp=False, phases=("forward", "backward"), rule="class_name",
@@ -388,7 +382,7 @@ def check_compiled_trace(models, run_dir, names, kinds, label):
     p = subprocess.run([analyze, os.path.join(run_dir, "traces"), "--quiet", "--json", report, "--layers", layers],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, f"{label}: attnscope-analyze exit {p.returncode}: {p.stderr[-2000:]}"
-    described, rows = load(layers), load(report)["layers"]
+    described, rows = load_json(layers), load_json(report)["layers"]
     got = [l["layer"] for l in described["layers"]]
     assert sorted(got) == sorted(names), f"{label}: the trace's layers {got}, expected {names}"
     assert described["ranks"] == 2 and described["sampled_steps"] > 0, (

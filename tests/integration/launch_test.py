@@ -11,14 +11,13 @@ Cases:
   python_api  the attnscope module used directly: start/attention/step/summary/stop, errors
   errors      wrong flags, a missing script, bad configuration, a failing job's exit status
 """
-import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from ranks import free_ports, run_env
+from ranks import free_ports, load_json, run_env
 
 PY = sys.executable  # ATTNSCOPE_PYTHON: the Python whose torch attnscope was built against
 
@@ -44,11 +43,6 @@ def launch(build_dir, source_dir):
     return Launcher(build_dir, source_dir)
 
 
-def load(path):
-    with open(path) as f:
-        return json.load(f)
-
-
 def test_cpp2(run_dir, launch, build_dir):
     code, out, err = launch(["--run-dir", run_dir, "--interval", "1", "--port", str(free_ports(2)),
                              "--nproc_per_node", "2", "--master_port", str(free_ports(2)),
@@ -58,13 +52,13 @@ def test_cpp2(run_dir, launch, build_dir):
     assert code == 0, f"exit {code}: {err[-3000:]}"
     assert f"run directory {run_dir}" in err and "metrics   http://127.0.0.1:" in err, f"where things are not printed: {err[:800]}"
     for rank in (0, 1):
-        s = load(os.path.join(run_dir, f"summary-{rank}.json"))
+        s = load_json(os.path.join(run_dir, f"summary-{rank}.json"))
         assert s["run"]["rank"] == rank and s["run"]["world_size"] == 2, f"rank {rank}: {s['run']}"
         assert [l["name"] for l in s["layers"]] == ["layers.0.attn", "layers.1.attn"], f"rank {rank} layers"
-    cluster = load(os.path.join(run_dir, "summary-0.json"))["cluster"]
+    cluster = load_json(os.path.join(run_dir, "summary-0.json"))["cluster"]
     # A C++ program that hands in only its store aggregates through it (no Gloo headers in the wheel).
     assert cluster["aggregation"] == "store" and cluster["rounds"] > 0, f"cluster: {str(cluster)[:300]}"
-    targets = load(os.path.join(run_dir, "targets.json"))
+    targets = load_json(os.path.join(run_dir, "targets.json"))
     assert sorted(t["labels"]["rank"] for t in targets) == ["0", "1"], f"targets: {targets}"
     print("C++ example under attnscope-run: 2 summaries, cluster through the store, 2 targets")
 
@@ -79,7 +73,7 @@ def test_python2(run_dir, launch, source_dir):
     assert code == 0, f"exit {code}: {err[-3000:]}"
     expected = [f"encoder.layers.{i}.self_attn" for i in range(3)]
     for rank in (0, 1):
-        s = load(os.path.join(run_dir, f"summary-{rank}.json"))
+        s = load_json(os.path.join(run_dir, f"summary-{rank}.json"))
         assert s["run"]["world_size"] == 2 and s["run"]["rank"] == rank, f"rank {rank}: {s['run']}"
         # No step() calls: each backward pass is a step, the last one ended at stop().
         assert s["run"]["steps_seen"] == steps and s["run"]["step_source"] == "backward_passes", (
@@ -101,7 +95,7 @@ def test_python2(run_dir, launch, source_dir):
             assert fwd.get("attention_backends") == {"math": kernels}, (
                    f"rank {rank} {layer['name']}: backends {fwd.get('attention_backends')}")
             assert "fused_attention" in bwd["op_kinds"], f"rank {rank} {layer['name']}: backward {sorted(bwd['op_kinds'])}"
-    cluster = load(os.path.join(run_dir, "summary-0.json"))["cluster"]
+    cluster = load_json(os.path.join(run_dir, "summary-0.json"))["cluster"]
     assert cluster["aggregation"] == "gloo", f"aggregation {cluster['aggregation']}"
     print(f"unmodified DDP script: {len(expected)} layers per rank observed by module name, forward and backward;"
           f" {steps} steps seen; ATTNSCOPE_AGGREGATION=GLOO aggregates over Gloo")

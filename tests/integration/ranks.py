@@ -1,5 +1,6 @@
 """What the multi-process tests share: checks, free loopback ports, the ranks' environment, and
 starting and waiting for real rank processes, decoding the PNGs Chromium writes."""
+import json
 import os
 import socket
 import subprocess
@@ -15,6 +16,11 @@ TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--ba
 def check(cond, message):
     if not cond:
         raise AssertionError(message)
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def free_ports(n=2):
