@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Alerting end to end: real ranks, a real Prometheus with the shipped rules, a real Alertmanager
 with the shipped routing, and a webhook receiver in this process.
-Usage: alerts_test.py CASE EXAMPLE_BINARY SOURCE_DIR ALERTMANAGER_BINARY
+Run by ctest: pytest alerts_test.py::test_<case> --example EXAMPLE_BINARY --source-dir SOURCE_DIR
+--alertmanager ALERTMANAGER_BINARY
 
 Cases:
   alertmanager_e2e  2 ranks under torchrun (launch/torchrun), rank 1 running layer 1's attention 4
@@ -24,17 +25,14 @@ import json
 import os
 import re
 import subprocess
-import sys
 import threading
 import time
 
-CASE, EXAMPLE, SOURCE, ALERTMANAGER = sys.argv[1:5]
+import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import TINY, check, free_ports, run_case  # noqa: E402
-from prometheus_server import Prometheus, dashboard_queries, http_get, start_example_job, wait_for  # noqa: E402
+from prometheus_server import dashboard_queries, http_get, start_example_job, wait_for
+from ranks import TINY, free_ports
 
-RULES_DIR = os.path.join(SOURCE, "launch", "prometheus")
 JOB = "alerts-e2e"
 SLOW_RANK, SLOW_LAYER = 1, 1
 # The example names its layers layers.<i>.attn (examples/TransformerModel.cpp).
@@ -112,13 +110,13 @@ class Webhook:
 def rewrite(text, pattern, replacement, expected, what):
     """`text` with `pattern` replaced; fails unless it matched exactly `expected` times."""
     new, n = re.subn(pattern, replacement, text, flags=re.MULTILINE)
-    check(n == expected, f"{what}: {n} replacements, expected {expected}")
+    assert n == expected, f"{what}: {n} replacements, expected {expected}"
     return new
 
 
-def test_rules(tmp):
+def fast_rules(tmp, rules_dir):
     """launch/prometheus/attnscope-rules.yml with every alert's `for: Nm` as `for: Ns`."""
-    with open(os.path.join(RULES_DIR, "attnscope-rules.yml")) as f:
+    with open(os.path.join(rules_dir, "attnscope-rules.yml")) as f:
         text = f.read()
     alerts = len(re.findall(r"^ *- alert: ", text, flags=re.MULTILINE))
     text = rewrite(text, r"^( *for: )(\d+)m$", r"\g<1>\g<2>s", alerts, "rules: every alert's for: in minutes")
@@ -132,8 +130,8 @@ class Alertmanager:
     """prometheus-alertmanager on a free loopback port with launch/prometheus/alertmanager.yml,
     its webhook pointed at `webhook_url` and its waits at AM_INTERVAL_S; no cluster."""
 
-    def __init__(self, tmp, webhook_url):
-        with open(os.path.join(RULES_DIR, "alertmanager.yml")) as f:
+    def __init__(self, binary, tmp, rules_dir, webhook_url):
+        with open(os.path.join(rules_dir, "alertmanager.yml")) as f:
             text = f.read()
         text = rewrite(text, r"^( *(?:- )?url: ).*$", rf"\g<1>'{webhook_url}'", 1, "alertmanager.yml: the webhook")
         for key, n in (("group_wait", 1), ("group_interval", 1), ("repeat_interval", 2)):
@@ -144,7 +142,7 @@ class Alertmanager:
         self.port = free_ports(1)
         self.log = open(os.path.join(tmp, "alertmanager.log"), "w")
         self.proc = subprocess.Popen(
-            [ALERTMANAGER, f"--config.file={cfg}", f"--storage.path={os.path.join(tmp, 'alertmanager')}",
+            [binary, f"--config.file={cfg}", f"--storage.path={os.path.join(tmp, 'alertmanager')}",
              f"--web.listen-address=127.0.0.1:{self.port}", "--cluster.listen-address="],
             stdout=self.log, stderr=subprocess.STDOUT)
         wait_for("alertmanager ready", lambda: http_get(f"http://127.0.0.1:{self.port}/-/ready")[0] == 200, 60)
@@ -154,105 +152,112 @@ class Alertmanager:
         self.proc.wait(timeout=30)
 
 
-def case_alertmanager_e2e(tmp):
+@pytest.fixture
+def rules_dir(source_dir):
+    """The shipped rules and configurations (launch/prometheus)."""
+    return os.path.join(source_dir, "launch", "prometheus")
+
+
+@pytest.fixture
+def webhook():
     hook = Webhook()
-    am = Alertmanager(tmp, hook.url)
-    targets = os.path.join(tmp, "targets.json")
-    prom = Prometheus(tmp, targets, interval=f"{INTERVAL_S}s", rule_files=[test_rules(tmp)],
+    yield hook
+    hook.stop()
+
+
+@pytest.fixture
+def alertmanager(alertmanager_bin, run_dir, rules_dir, webhook):
+    """A real Alertmanager with the shipped routing, notifying `webhook`; stopped after the test."""
+    am = Alertmanager(alertmanager_bin, run_dir, rules_dir, webhook.url)
+    yield am
+    am.stop()
+
+
+def test_alertmanager_e2e(run_dir, example, source_dir, rules_dir, webhook, alertmanager, prometheus):
+    hook, am = webhook, alertmanager
+    targets = os.path.join(run_dir, "targets.json")
+    prom = prometheus(targets, interval=f"{INTERVAL_S}s", rule_files=[fast_rules(run_dir, rules_dir)],
                       alertmanager_port=am.port, flags=[f"--rules.alert.resend-delay={INTERVAL_S}s"])
     slow = str(SLOW_RANK)
     slow_layer = f"layers.{SLOW_LAYER}.attn"
+    started = time.time()
+    job, _ = start_example_job(
+        run_dir, example, source_dir, targets, 2, JOB,
+        ["--duration-s", str(JOB_S), "--slow-rank", slow, "--slow-factor", "4", "--slow-layer", str(SLOW_LAYER)],
+        ATTNSCOPE_STRAGGLER_WINDOWS=str(WINDOWS))
     try:
-        started = time.time()
-        job, _ = start_example_job(
-            tmp, EXAMPLE, SOURCE, targets, 2, JOB,
-            ["--duration-s", str(JOB_S), "--slow-rank", slow, "--slow-factor", "4", "--slow-layer", str(SLOW_LAYER)],
-            ATTNSCOPE_STRAGGLER_WINDOWS=str(WINDOWS))
-        try:
-            def fired():
-                check(job.poll() is None, f"the job ended (exit {job.returncode}) before the alerts fired")
-                times = [hook.first("firing", "AttnscopeStraggler", job=JOB, rank=slow),
-                         hook.first("firing", "AttnscopeStragglerLayer", job=JOB, rank=slow, layer=slow_layer)]
-                return times if None not in times else None
-            t_straggler, t_layer = wait_for(
-                f"AttnscopeStraggler and AttnscopeStragglerLayer for rank {slow} at the webhook",
-                fired, FIRE_DEADLINE_S)
-            print(f"webhook: firing AttnscopeStraggler rank {slow} {t_straggler - started:.1f} s after the "
-                  f"launcher started, AttnscopeStragglerLayer {slow_layer} {t_layer - started:.1f} s")
-            # What the detector names behind the straggler, as the rule reads it: the slow layer only.
-            shares = {(r["metric"]["rank"], r["metric"]["layer"]): float(r["value"][1])
-                      for r in prom.query(f'job_rank_layer:attnscope_straggler_attribution_share:max{{job="{JOB}"}}')}
-            print("the detector's attribution (share of the excess) per (rank, layer):",
-                  {f"{k[0]} {k[1]}": round(v, 2) for k, v in sorted(shares.items())})
-            check(set(shares) == {(slow, slow_layer)}, f"attribution in Prometheus: {shares}")
-
-            # The dashboard's alert list ("Firing attnscope alerts"), its query as Grafana sends it.
-            alert_list = [q for _, q in dashboard_queries(SOURCE, JOB) if q.startswith("ALERTS{")]
-            check(len(alert_list) == 1, f"the dashboard has {len(alert_list)} ALERTS queries, expected 1")
-            shown = {(r["metric"]["alertname"], r["metric"].get("rank"), r["metric"].get("layer"))
-                     for r in prom.query(alert_list[0])}
-            want = {("AttnscopeStraggler", slow, None), ("AttnscopeStragglerLayer", slow, slow_layer)}
-            check(want <= shown, f"the dashboard's alert list ({alert_list[0]}) shows {sorted(shown, key=str)}")
-            print(f"dashboard: {alert_list[0]} lists", sorted(shown, key=str))
-        finally:
-            try:
-                code = job.wait(timeout=START_S + JOB_S + 120)
-            except subprocess.TimeoutExpired:
-                job.kill()
-                raise AssertionError(f"the job still runs {START_S + JOB_S + 120} s after it started")
-        ended = time.time()
-        check(code == 0, f"torchrun exit {code}; see {tmp}/job.log")
-
-        def resolved():
-            times = [hook.first("resolved", "AttnscopeStraggler", job=JOB, rank=slow),
-                     hook.first("resolved", "AttnscopeStragglerLayer", job=JOB, rank=slow, layer=slow_layer)]
+        def fired():
+            assert job.poll() is None, f"the job ended (exit {job.returncode}) before the alerts fired"
+            times = [hook.first("firing", "AttnscopeStraggler", job=JOB, rank=slow),
+                     hook.first("firing", "AttnscopeStragglerLayer", job=JOB, rank=slow, layer=slow_layer)]
             return times if None not in times else None
-        resolved_at = wait_for("both alerts resolved at the webhook", resolved, RESOLVE_DEADLINE_S)
-        # Firing from the first notification to the end of training: no resolved notification
-        # while the job trained (a flag that drops for one round would resolve the alert).
-        check(min(resolved_at) > started + JOB_S,
-              f"resolved {min(resolved_at) - started:.1f} s after the launcher started, before training ended "
-              f"({JOB_S} s of training)")
-        # Why it resolved: the flag's last value, and the last scrape that had it (rank 0's
-        # endpoint closes as the job ends; the next scrape fails and marks the series stale).
-        series = f'attnscope_straggler{{job="{JOB}", rank="{slow}"}}'
-        last_flag = prom.query(f"last_over_time({series}[10m])")[0]["value"][1]
-        last_seen = float(prom.query(f"max_over_time(timestamp({series})[10m:{INTERVAL_S}s])")[0]["value"][1])
-        print(f"webhook: resolved {', '.join(f'{t - last_seen:+.1f} s' for t in resolved_at)} "
-              f"(AttnscopeStraggler, AttnscopeStragglerLayer) after the last scrape of rank {slow}'s "
-              f"flag (last value {last_flag}), {', '.join(f'{t - ended:+.1f} s' for t in resolved_at)} after the "
-              f"launcher exited")
+        t_straggler, t_layer = wait_for(
+            f"AttnscopeStraggler and AttnscopeStragglerLayer for rank {slow} at the webhook",
+            fired, FIRE_DEADLINE_S)
+        print(f"webhook: firing AttnscopeStraggler rank {slow} {t_straggler - started:.1f} s after the "
+              f"launcher started, AttnscopeStragglerLayer {slow_layer} {t_layer - started:.1f} s")
+        # What the detector names behind the straggler, as the rule reads it: the slow layer only.
+        shares = {(r["metric"]["rank"], r["metric"]["layer"]): float(r["value"][1])
+                  for r in prom.query(f'job_rank_layer:attnscope_straggler_attribution_share:max{{job="{JOB}"}}')}
+        print("the detector's attribution (share of the excess) per (rank, layer):",
+              {f"{k[0]} {k[1]}": round(v, 2) for k, v in sorted(shares.items())})
+        assert set(shares) == {(slow, slow_layer)}, f"attribution in Prometheus: {shares}"
 
-        # The labels and text as sent: only the slow rank, and layers by the example's names.
-        sent = [a for _, a in hook.alerts() if a["labels"]["alertname"] in STRAGGLER_ALERTS]
-        for a in sent:
-            labels = a["labels"]
-            check(labels.get("job") == JOB and labels.get("rank") == slow, f"straggler alert sent: {labels}")
-            if labels["alertname"] == "AttnscopeStragglerLayer":
-                check(labels.get("layer") in LAYERS, f"layer alert sent: {labels}")
-                check(a["annotations"]["summary"].startswith(
-                    f"Layer {labels['layer']} makes straggler rank {slow} of job {JOB} slow: "),
-                    f"summary: {a['annotations']['summary']}")
-        # Prometheus' own record of the alerts' states (pending and firing), over the whole run.
-        others = prom.query(f'count_over_time(ALERTS{{alertname=~"{"|".join(STRAGGLER_ALERTS)}", '
-                            f'job="{JOB}", rank!="{slow}"}}[10m])')
-        check(not others, f"straggler alerts pending or firing for other ranks: {others}")
-        # Other layers of the slow rank: the detector names one cell a round, the slow layer's here
-        # (its share of the excess is the largest by far); counted, not asserted.
-        other_layers = {(a["metric"]["layer"], a["metric"]["alertstate"]): int(a["value"][1])
-                        for a in prom.query(f'count_over_time(ALERTS{{alertname="AttnscopeStragglerLayer", '
-                                            f'job="{JOB}", layer!="{slow_layer}"}}[10m])')}
-        print(f"{len(sent)} straggler alerts sent, all for rank {slow}; none pending or firing "
-              f"for rank 0; other layers of rank {slow} (evaluations pending or firing): {other_layers or 'none'}")
+        # The dashboard's alert list ("Firing attnscope alerts"), its query as Grafana sends it.
+        alert_list = [q for _, q in dashboard_queries(source_dir, JOB) if q.startswith("ALERTS{")]
+        assert len(alert_list) == 1, f"the dashboard has {len(alert_list)} ALERTS queries, expected 1"
+        shown = {(r["metric"]["alertname"], r["metric"].get("rank"), r["metric"].get("layer"))
+                 for r in prom.query(alert_list[0])}
+        want = {("AttnscopeStraggler", slow, None), ("AttnscopeStragglerLayer", slow, slow_layer)}
+        assert want <= shown, f"the dashboard's alert list ({alert_list[0]}) shows {sorted(shown, key=str)}"
+        print(f"dashboard: {alert_list[0]} lists", sorted(shown, key=str))
     finally:
-        prom.stop()
-        am.stop()
-        hook.stop()
+        try:
+            code = job.wait(timeout=START_S + JOB_S + 120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            raise AssertionError(f"the job still runs {START_S + JOB_S + 120} s after it started")
+    ended = time.time()
+    assert code == 0, f"torchrun exit {code}; see {run_dir}/job.log"
 
+    def resolved():
+        times = [hook.first("resolved", "AttnscopeStraggler", job=JOB, rank=slow),
+                 hook.first("resolved", "AttnscopeStragglerLayer", job=JOB, rank=slow, layer=slow_layer)]
+        return times if None not in times else None
+    resolved_at = wait_for("both alerts resolved at the webhook", resolved, RESOLVE_DEADLINE_S)
+    # Firing from the first notification to the end of training: no resolved notification
+    # while the job trained (a flag that drops for one round would resolve the alert).
+    assert min(resolved_at) > started + JOB_S, (
+           f"resolved {min(resolved_at) - started:.1f} s after the launcher started, before training ended "
+           f"({JOB_S} s of training)")
+    # Why it resolved: the flag's last value, and the last scrape that had it (rank 0's
+    # endpoint closes as the job ends; the next scrape fails and marks the series stale).
+    series = f'attnscope_straggler{{job="{JOB}", rank="{slow}"}}'
+    last_flag = prom.query(f"last_over_time({series}[10m])")[0]["value"][1]
+    last_seen = float(prom.query(f"max_over_time(timestamp({series})[10m:{INTERVAL_S}s])")[0]["value"][1])
+    print(f"webhook: resolved {', '.join(f'{t - last_seen:+.1f} s' for t in resolved_at)} "
+          f"(AttnscopeStraggler, AttnscopeStragglerLayer) after the last scrape of rank {slow}'s "
+          f"flag (last value {last_flag}), {', '.join(f'{t - ended:+.1f} s' for t in resolved_at)} after the "
+          f"launcher exited")
 
-def main():
-    run_case(CASE, globals(), "attnscope-alerts", (".log",))
-
-
-if __name__ == "__main__":
-    main()
+    # The labels and text as sent: only the slow rank, and layers by the example's names.
+    sent = [a for _, a in hook.alerts() if a["labels"]["alertname"] in STRAGGLER_ALERTS]
+    for a in sent:
+        labels = a["labels"]
+        assert labels.get("job") == JOB and labels.get("rank") == slow, f"straggler alert sent: {labels}"
+        if labels["alertname"] == "AttnscopeStragglerLayer":
+            assert labels.get("layer") in LAYERS, f"layer alert sent: {labels}"
+            assert (a["annotations"]["summary"].startswith(
+                  f"Layer {labels['layer']} makes straggler rank {slow} of job {JOB} slow: ")), (
+                  f"summary: {a['annotations']['summary']}")
+    # Prometheus' own record of the alerts' states (pending and firing), over the whole run.
+    others = prom.query(f'count_over_time(ALERTS{{alertname=~"{"|".join(STRAGGLER_ALERTS)}", '
+                        f'job="{JOB}", rank!="{slow}"}}[10m])')
+    assert not others, f"straggler alerts pending or firing for other ranks: {others}"
+    # Other layers of the slow rank: the detector names one cell a round, the slow layer's here
+    # (its share of the excess is the largest by far); counted, not asserted.
+    other_layers = {(a["metric"]["layer"], a["metric"]["alertstate"]): int(a["value"][1])
+                    for a in prom.query(f'count_over_time(ALERTS{{alertname="AttnscopeStragglerLayer", '
+                                        f'job="{JOB}", layer!="{slow_layer}"}}[10m])')}
+    print(f"{len(sent)} straggler alerts sent, all for rank {slow}; none pending or firing "
+          f"for rank 0; other layers of rank {slow} (evaluations pending or firing): {other_layers or 'none'}")

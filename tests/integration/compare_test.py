@@ -2,7 +2,7 @@
 """Comparison of runs and implementations on real runs: a transformers Llama trained under
 launch/attnscope-run (real torchrun, 2 ranks, DDP over Gloo, traces on), once with the eager
 attention and once with SDPA.
-Usage: compare_test.py CASE BUILD_DIR SOURCE_DIR
+Run by ctest: pytest compare_test.py::test_<case> --build-dir BUILD_DIR --source-dir SOURCE_DIR
 
 Cases:
   synthetic         attnscope-replay --synthetic (no run): eager and SDPA's forced backends side by
@@ -34,21 +34,16 @@ Cases:
                     - bad inputs: a missing directory, a foreign directory, a run without recorded
                       shapes, runs of different models: the errors named, exit status 2.
 """
-import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import check, free_ports, png_pixels, run_case  # noqa: E402
+import pytest
 
-CASE, BUILD, SOURCE = sys.argv[1:4]
-ANALYZE = os.path.join(BUILD, "analysis", "attnscope-analyze")
-RUN = os.path.join(SOURCE, "launch", "attnscope-run")
-REPLAY = os.path.join(SOURCE, "launch", "attnscope_replay.py")
-MODEL = os.path.join(SOURCE, "tests", "integration", "llama_train.py")
+from ranks import OFFLINE, free_ports, load_json, png_pixels, run_env
+
 LAYERS = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
 # The runs' shape: 512 tokens a step as batch 2 x 256. At this length eager's 2x4x256x256 scores
 # (2 MiB, out of the core's cache) make it clearly slower than flash on this CPU (1.4-2.5x in the
@@ -57,43 +52,48 @@ LAYERS = ["model.layers.0.self_attn", "model.layers.1.self_attn"]
 SEQ, BATCH = 256, 2
 
 
-def env():
-    e = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
-    e.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(BUILD, "python"),
-             ATTNSCOPE_BIND="127.0.0.1", TRANSFORMERS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    return e
+class Tools:
+    """attnscope-run, attnscope-analyze and attnscope-replay of the build and source trees under
+    test, and the Llama training script they run."""
+
+    def __init__(self, build, source):
+        self.build = build
+        self.analyze_path = os.path.join(build, "analysis", "attnscope-analyze")
+        self.run_path = os.path.join(source, "launch", "attnscope-run")
+        self.replay_path = os.path.join(source, "launch", "attnscope_replay.py")
+        self.model = os.path.join(source, "tests", "integration", "llama_train.py")
+
+    def env(self):
+        return run_env(self.build, **OFFLINE)
+
+    def train(self, run_dir, attn):
+        out = os.path.join(run_dir, attn)
+        p = subprocess.run([self.run_path, "--run-dir", out, "--interval", "1", "--port", "0", "--nproc_per_node", "2",
+                            "--master_port", str(free_ports(2)), self.model, "--attn", attn, "--steps", "30",
+                            "--seq", str(SEQ), "--batch", str(BATCH)],
+                           env=self.env(), capture_output=True, text=True, timeout=300)
+        with open(os.path.join(run_dir, f"{attn}.log"), "w") as f:
+            f.write(p.stdout + p.stderr)
+        assert p.returncode == 0, f"{attn} run: exit {p.returncode}: {p.stderr[-2000:]}"
+        return os.path.join(out, "traces")
+
+    def analyze(self, *args):
+        p = subprocess.run([self.analyze_path] + list(args), capture_output=True, text=True, timeout=120)
+        print(p.stdout, end="")
+        print(p.stderr, end="", file=sys.stderr)
+        return p
+
+    def replay(self, *args):
+        p = subprocess.run([sys.executable, self.replay_path] + list(args), capture_output=True, text=True,
+                           timeout=300, env=dict(self.env(), ATTNSCOPE_ANALYZE=self.analyze_path))
+        print(p.stdout, end="")
+        print(p.stderr, end="", file=sys.stderr)
+        return p
 
 
-def train(tmp, attn):
-    run_dir = os.path.join(tmp, attn)
-    p = subprocess.run([RUN, "--run-dir", run_dir, "--interval", "1", "--port", "0", "--nproc_per_node", "2",
-                        "--master_port", str(free_ports(2)), MODEL, "--attn", attn, "--steps", "30",
-                        "--seq", str(SEQ), "--batch", str(BATCH)],
-                       env=env(), capture_output=True, text=True, timeout=300)
-    with open(os.path.join(tmp, f"{attn}.log"), "w") as f:
-        f.write(p.stdout + p.stderr)
-    check(p.returncode == 0, f"{attn} run: exit {p.returncode}: {p.stderr[-2000:]}")
-    return os.path.join(run_dir, "traces")
-
-
-def analyze(*args):
-    p = subprocess.run([ANALYZE] + list(args), capture_output=True, text=True, timeout=120)
-    print(p.stdout, end="")
-    print(p.stderr, end="", file=sys.stderr)
-    return p
-
-
-def replay(*args):
-    p = subprocess.run([sys.executable, REPLAY] + list(args), capture_output=True, text=True, timeout=300,
-                       env=dict(env(), ATTNSCOPE_ANALYZE=ANALYZE))
-    print(p.stdout, end="")
-    print(p.stderr, end="", file=sys.stderr)
-    return p
-
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+@pytest.fixture
+def tools(build_dir, source_dir):
+    return Tools(build_dir, source_dir)
 
 
 def median(v):
@@ -114,33 +114,33 @@ def copy_run(src, dst, sql):
     return dst
 
 
-def check_baseline(tmp, eager, sdpa):
-    out_json, out_html = os.path.join(tmp, "cmp.json"), os.path.join(tmp, "cmp.html")
-    p = analyze(sdpa, "--baseline", eager, "--json", out_json, "--html", out_html)
-    check(p.returncode == 0, f"compare exit {p.returncode}")
-    c = load(out_json)
-    check(c["schema"] == "attnscope.comparison/1", c["schema"])
+def check_baseline(tools, run_dir, eager, sdpa):
+    out_json, out_html = os.path.join(run_dir, "cmp.json"), os.path.join(run_dir, "cmp.html")
+    p = tools.analyze(sdpa, "--baseline", eager, "--json", out_json, "--html", out_html)
+    assert p.returncode == 0, f"compare exit {p.returncode}"
+    c = load_json(out_json)
+    assert c["schema"] == "attnscope.comparison/1", c["schema"]
     diffs = {(d["layer"], d["what"]): d for d in c["differences"]}
     for layer in LAYERS:
         d = diffs.get((layer, "implementation"))
-        check(d is not None and d["baseline"] == "eager (matmul-softmax-matmul)" and d["current"] == "sdpa (flash)",
-              f"{layer}: implementation change not named: {c['differences']}")
-    check("differs: implementation: sdpa (flash) (baseline eager (matmul-softmax-matmul)) in 2 layers: "
-          f"{LAYERS[0]}, {LAYERS[1]}" in p.stdout, "the summary does not name the change")
+        assert d is not None and d["baseline"] == "eager (matmul-softmax-matmul)" and d["current"] == "sdpa (flash)", (
+               f"{layer}: implementation change not named: {c['differences']}")
+    assert ("differs: implementation: sdpa (flash) (baseline eager (matmul-softmax-matmul)) in 2 layers: "
+            f"{LAYERS[0]}, {LAYERS[1]}" in p.stdout), "the summary does not name the change"
     shapes = {l["layer"]: l["shapes"] for l in c["current"]["layers"]}
     want = f"batch {BATCH}, heads 4 (kv 2), q {SEQ}, kv {SEQ}, head dim 16, float32"
-    check(shapes[LAYERS[0]] == want + ", causal, dropout 0",
-          f"recorded SDPA shapes: {shapes}")
+    assert shapes[LAYERS[0]] == want + ", causal, dropout 0", (
+           f"recorded SDPA shapes: {shapes}")
     shapes = {l["layer"]: l["shapes"] for l in c["baseline"]["layers"]}
-    check(shapes[LAYERS[0]] == want + ", mask tensor, dropout 0",
-          f"recorded eager shapes: {shapes}")
+    assert shapes[LAYERS[0]] == want + ", mask tensor, dropout 0", (
+           f"recorded eager shapes: {shapes}")
     # Each run's own report: per layer and phase the median over ranks of each rank's median time
     # per step, what the comparison's cells must hold and what its verdicts must agree with.
     own, spread = {}, {}
     for name, trace in (("baseline", eager), ("current", sdpa)):
-        rep = os.path.join(tmp, f"{name}-report.json")
-        check(analyze(trace, "--json", rep, "--quiet").returncode == 0, f"{name} report failed")
-        for row in load(rep)["layers"]:
+        rep = os.path.join(run_dir, f"{name}-report.json")
+        assert tools.analyze(trace, "--json", rep, "--quiet").returncode == 0, f"{name} report failed"
+        for row in load_json(rep)["layers"]:
             ranks = [x for x in row["rank_seconds_per_step"] if x is not None]
             own[(name, row["layer"], row["phase"])] = median(ranks)
             spread[(name, row["layer"], row["phase"])] = max(ranks) / min(ranks)
@@ -151,77 +151,77 @@ def check_baseline(tmp, eager, sdpa):
             continue
         key = (cell["layer"], cell["phase"])
         b, cur = own[("baseline",) + key], own[("current",) + key]
-        check(abs(cell["baseline_seconds_per_step"] - b) <= 0.01 * b and abs(cell["current_seconds_per_step"] - cur) <= 0.01 * cur,
-              f"{key}: comparison {cell['baseline_seconds_per_step']}/{cell['current_seconds_per_step']} vs reports {b}/{cur}")
+        assert abs(cell["baseline_seconds_per_step"] - b) <= 0.01 * b and abs(cell["current_seconds_per_step"] - cur) <= 0.01 * cur, (
+               f"{key}: comparison {cell['baseline_seconds_per_step']}/{cell['current_seconds_per_step']} vs reports {b}/{cur}")
         v, lo, hi, r = cell["verdict"], cell["ratio_low"], cell["ratio_high"], cell["ratio"]
-        check(lo <= r <= hi, f"{key}: ratio {r} outside its interval {lo}-{hi}")
+        assert lo <= r <= hi, f"{key}: ratio {r} outside its interval {lo}-{hi}"
         if v == "faster":
-            check(cur < b and hi < 1 and r <= 1 / (1 + min_change), f"{key}: 'faster' with {cur} vs {b}, {lo}-{hi}")
+            assert cur < b and hi < 1 and r <= 1 / (1 + min_change), f"{key}: 'faster' with {cur} vs {b}, {lo}-{hi}"
             faster_layers.add(cell["layer"])
         elif v == "slower":
-            check(cur > b and lo > 1 and r >= 1 + min_change, f"{key}: 'slower' with {cur} vs {b}, {lo}-{hi}")
+            assert cur > b and lo > 1 and r >= 1 + min_change, f"{key}: 'slower' with {cur} vs {b}, {lo}-{hi}"
         else:
-            check(v == "same within noise" and (lo <= 1 <= hi or abs(r - 1) < min_change), f"{key}: {v} {lo}-{hi}")
+            assert v == "same within noise" and (lo <= 1 <= hi or abs(r - 1) < min_change), f"{key}: {v} {lo}-{hi}"
     # Eager materialises 2x4x256x256 scores that flash never writes: each layer is faster in a phase
     # (several times here), unless the host slowed a rank of a run for most of it (other work on
     # the same cores): then the ranks of that run disagree (by 1.5x or more in the layer), the interval is
     # wide, and "same within noise" is the right verdict.
     for layer in sorted(set(LAYERS) - faster_layers):
         worst = max(spread[(name, layer, phase)] for name in ("baseline", "current") for phase in ("forward", "backward"))
-        check(worst >= 1.5, f"{layer} not faster with SDPA although the ranks of both runs agree ({worst:.2f}x)")
+        assert worst >= 1.5, f"{layer} not faster with SDPA although the ranks of both runs agree ({worst:.2f}x)"
         print(f"{layer}: same within noise; a rank of a run was slowed by the host ({worst:.2f}x the other)")
-    check_html(tmp, out_html, c)
+    check_html(run_dir, out_html, c)
 
 
-def check_html(tmp, html, c):
+def check_html(run_dir, html, c):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         print("chromium is not installed: the HTML is not rendered (apt-get install chromium)")
         return
-    shot = os.path.join(tmp, "cmp.png")
+    shot = os.path.join(run_dir, "cmp.png")
     common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-              "--disable-extensions", "--window-size=1280,900", f"--user-data-dir={tmp}/chromium-profile"]
+              "--disable-extensions", "--window-size=1280,900", f"--user-data-dir={run_dir}/chromium-profile"]
     r = subprocess.run(common + ["--enable-logging=stderr", "--v=0", f"--screenshot={shot}", "file://" + html],
                        capture_output=True, text=True, timeout=120)
-    check(os.path.exists(shot), f"no screenshot: {r.stderr[-1500:]}")
+    assert os.path.exists(shot), f"no screenshot: {r.stderr[-1500:]}"
     console = [l for l in r.stderr.splitlines() if "CONSOLE" in l or "Uncaught" in l]
-    check(console == [], f"console messages: {console}")
+    assert console == [], f"console messages: {console}"
     dom = subprocess.run(common + ["--dump-dom", "file://" + html], capture_output=True, text=True, timeout=120).stdout
     counts = c["counts"]
-    check(f'{counts["slower"]} slower, {counts["faster"]} faster, {counts["same within noise"]} same within noise' in dom,
-          "the verdict banner is not rendered")
-    check(dom.count('<tr class="faster">') == counts["faster"], "faster rows in the DOM")
-    check(dom.count('<svg class="ratio"') >= counts["faster"], "interval bars missing")
+    assert f'{counts["slower"]} slower, {counts["faster"]} faster, {counts["same within noise"]} same within noise' in dom, (
+           "the verdict banner is not rendered")
+    assert dom.count('<tr class="faster">') == counts["faster"], "faster rows in the DOM"
+    assert dom.count('<svg class="ratio"') >= counts["faster"], "interval bars missing"
     for layer in LAYERS:
-        check(f'<td class="l">{layer}</td><td class="l">implementation</td><td class="l">eager (matmul-softmax-matmul)'
-              f'</td><td class="l">sdpa (flash)</td>' in dom, f"{layer}: the difference row is not rendered")
+        assert (f'<td class="l">{layer}</td><td class="l">implementation</td><td class="l">eager (matmul-softmax-matmul)'
+                f'</td><td class="l">sdpa (flash)</td>' in dom), f"{layer}: the difference row is not rendered"
     rows = png_pixels(shot)
     green = sum(1 for row in rows for px in row if px[:3] == (0xe2, 0xf5, 0xe2))  # faster rows' background
-    check(green > 5000, f"faster rows not visible in the screenshot ({green} pixels)")
+    assert green > 5000, f"faster rows not visible in the screenshot ({green} pixels)"
     print(f"screenshot {shot}: {green} pixels of faster rows")
 
 
-def check_self(tmp, eager):
-    out = os.path.join(tmp, "self.json")
-    p = analyze(eager, "--baseline", eager, "--json", out)
-    check(p.returncode == 0, f"self compare exit {p.returncode}")
-    c = load(out)
-    check(c["differences"] == [] and c["only_in_baseline"] == [] and c["only_in_current"] == [],
-          f"a run differs from itself: {c['differences']}")
+def check_self(tools, run_dir, eager):
+    out = os.path.join(run_dir, "self.json")
+    p = tools.analyze(eager, "--baseline", eager, "--json", out)
+    assert p.returncode == 0, f"self compare exit {p.returncode}"
+    c = load_json(out)
+    assert c["differences"] == [] and c["only_in_baseline"] == [] and c["only_in_current"] == [], (
+           f"a run differs from itself: {c['differences']}")
     verdicts = {cell["verdict"] for cell in c["cells"]}
-    check(verdicts == {"same within noise"}, f"a run against itself: {verdicts}")
-    check(len(c["cells"]) >= len(LAYERS) * 2 * 5, f"{len(c['cells'])} cells")
+    assert verdicts == {"same within noise"}, f"a run against itself: {verdicts}"
+    assert len(c["cells"]) >= len(LAYERS) * 2 * 5, f"{len(c['cells'])} cells"
 
 
-def layer_seconds(trace, tmp, name):
+def layer_seconds(tools, trace, run_dir, name):
     """Per layer: the attention call's forward plus backward time per step on the run's least
     disturbed rank (the fastest: work of other processes on the host only ever slows a rank),
     from the run's own report: what switching implementation changed; and the run's noise in it,
     the gap between its ranks (the same work on each: what the host added to one of them)."""
-    out = os.path.join(tmp, f"{name}-own.json")
-    check(analyze(trace, "--json", out, "--quiet").returncode == 0, f"{name} report failed")
+    out = os.path.join(run_dir, f"{name}-own.json")
+    assert tools.analyze(trace, "--json", out, "--quiet").returncode == 0, f"{name} report failed"
     per_rank = {}
-    for row in load(out)["layers"]:
+    for row in load_json(out)["layers"]:
         ranks = per_rank.setdefault(row["layer"], {})
         for rank, x in enumerate(row["rank_seconds_per_step"]):
             if x is not None:
@@ -229,26 +229,26 @@ def layer_seconds(trace, tmp, name):
     return {layer: (min(r.values()), max(r.values()) - min(r.values())) for layer, r in per_rank.items()}
 
 
-def check_replay(tmp, eager, sdpa):
-    out = os.path.join(tmp, "replay.json")
-    p = replay(eager, "--json", out, "--reps", "20", "--no-compile", "--seqs", "64,256")
-    check(p.returncode == 0, f"replay exit {p.returncode}")
-    r = load(out)
-    check([l["layer"] for l in r["layers"]] == LAYERS, f"replayed layers {[l['layer'] for l in r['layers']]}")
-    measured_eager = layer_seconds(eager, tmp, "eager")
-    measured_sdpa = layer_seconds(sdpa, tmp, "sdpa")
+def check_replay(tools, run_dir, eager, sdpa):
+    out = os.path.join(run_dir, "replay.json")
+    p = tools.replay(eager, "--json", out, "--reps", "20", "--no-compile", "--seqs", "64,256")
+    assert p.returncode == 0, f"replay exit {p.returncode}"
+    r = load_json(out)
+    assert [l["layer"] for l in r["layers"]] == LAYERS, f"replayed layers {[l['layer'] for l in r['layers']]}"
+    measured_eager = layer_seconds(tools, eager, run_dir, "eager")
+    measured_sdpa = layer_seconds(tools, sdpa, run_dir, "sdpa")
     qualified = []
     for l in r["layers"]:
-        check(l["replayed_as"] == "eager", f"{l['layer']} replayed as {l['replayed_as']}")
+        assert l["replayed_as"] == "eager", f"{l['layer']} replayed as {l['replayed_as']}"
         alts = {a["implementation"]: a for a in l["alternatives"]}
         for name in ("eager", "sdpa:flash", "sdpa:math"):
-            check(name in alts, f"{l['layer']}: {name} missing from {sorted(alts)} (skipped: {l['skipped']})")
-            check(alts[name]["numerics"]["ok"], f"{l['layer']} {name}: numerics {alts[name]['numerics']}")
-            check(alts[name]["seconds"] > 0 and alts[name]["memory_bytes"] > 0, f"{l['layer']} {name}: {alts[name]}")
+            assert name in alts, f"{l['layer']}: {name} missing from {sorted(alts)} (skipped: {l['skipped']})"
+            assert alts[name]["numerics"]["ok"], f"{l['layer']} {name}: numerics {alts[name]['numerics']}"
+            assert alts[name]["seconds"] > 0 and alts[name]["memory_bytes"] > 0, f"{l['layer']} {name}: {alts[name]}"
         # flex_attention cannot run backward on a CPU in this torch: skipped with its reason.
         for s in l["skipped"]:
-            check(s["reason"], f"{l['layer']}: {s['implementation']} skipped without a reason")
-        check(l["roofline"]["flops"] > 0, f"{l['layer']}: no roofline figures")
+            assert s["reason"], f"{l['layer']}: {s['implementation']} skipped without a reason"
+        assert l["roofline"]["flops"] > 0, f"{l['layer']}: no roofline figures"
         # The projection is held to the saving measured by switching where that saving stands out
         # of the noise that could have given it its sign; there a projection of the other sign is
         # wrong. Other work only ever slows a rank, so each run's fastest rank is its time plus a
@@ -271,72 +271,72 @@ def check_replay(tmp, eager, sdpa):
             print(f"{l['layer']}: the measured saving is within the noise; its sign is not checked")
             continue
         qualified.append(l["layer"])
-        check(projected * measured > 0, f"{l['layer']}: projected {projected} and measured {measured} saving "
-              f"(outside the noise {noise}) differ in sign")
-    check(qualified, "no layer's measured saving stands out of the noise: the sign check checked nothing")
-    check(r["totals"] and r["steps_seen"] >= 29, f"totals {r['totals']}, steps {r['steps_seen']}")
+        assert projected * measured > 0, (f"{l['layer']}: projected {projected} and measured {measured} saving "
+               f"(outside the noise {noise}) differ in sign")
+    assert qualified, "no layer's measured saving stands out of the noise: the sign check checked nothing"
+    assert r["totals"] and r["steps_seen"] >= 29, f"totals {r['totals']}, steps {r['steps_seen']}"
     # --seqs: the shapes at other lengths; eager keeps the heads x length x length scores for
     # backward (16x from 64 to 256), flash does not; each implementation's exponent fitted.
-    check(len(r["shapes"]) == 1, f"{len(r['shapes'])} shape groups for two identical layers")
+    assert len(r["shapes"]) == 1, f"{len(r['shapes'])} shape groups for two identical layers"
     seqs = r["shapes"][0]["seqs"]
     memory = {n: seqs["256"]["memory_bytes"][n] / seqs["64"]["memory_bytes"][n] for n in ("eager", "sdpa:flash")}
-    check(memory["eager"] >= 8 and memory["sdpa:flash"] < memory["eager"] / 2, f"memory growth 64 -> 256: {memory}")
+    assert memory["eager"] >= 8 and memory["sdpa:flash"] < memory["eager"] / 2, f"memory growth 64 -> 256: {memory}"
     for name in ("eager", "sdpa:flash", "sdpa:math"):
         k = r["shapes"][0]["scaling"][name]["exponent"]
-        check(k is not None and 0 < k < 4, f"{name}: time exponent {k}")
+        assert k is not None and 0 < k < 4, f"{name}: time exponent {k}"
 
 
-def check_bad_inputs(tmp, eager, sdpa):
-    missing = os.path.join(tmp, "no-such-run")
-    p = analyze(sdpa, "--baseline", missing)
+def check_bad_inputs(tools, run_dir, eager, sdpa):
+    missing = os.path.join(run_dir, "no-such-run")
+    p = tools.analyze(sdpa, "--baseline", missing)
     want = f"attnscope-analyze: baseline: cannot read directory {missing}: No such file or directory"
-    check(p.returncode == 2 and want in p.stderr, f"missing baseline: {p.returncode} {p.stderr}")
-    p = replay(missing)
+    assert p.returncode == 2 and want in p.stderr, f"missing baseline: {p.returncode} {p.stderr}"
+    p = tools.replay(missing)
     want = f"attnscope-replay: cannot read directory {missing}: No such file or directory"
-    check(p.returncode == 2 and want in p.stderr, f"missing run for replay: {p.returncode} {p.stderr}")
+    assert p.returncode == 2 and want in p.stderr, f"missing run for replay: {p.returncode} {p.stderr}"
     # A directory of something else: the report's reason for each file, then no readable rank file.
-    foreign = os.path.join(tmp, "foreign")
+    foreign = os.path.join(run_dir, "foreign")
     os.makedirs(foreign)
     with open(os.path.join(foreign, "rank-0.sqlite"), "w") as f:
         f.write("not a trace\n" * 100)
-    report = analyze(foreign)
-    check(report.returncode == 2, f"report on a foreign directory: exit {report.returncode}")
+    report = tools.analyze(foreign)
+    assert report.returncode == 2, f"report on a foreign directory: exit {report.returncode}"
     reason = [l for l in report.stderr.splitlines() if "skipped" in l][0].split(": ", 1)[1]
-    for p, prefix in ((analyze(sdpa, "--baseline", foreign), "attnscope-analyze: baseline: "),
-                      (replay(foreign), "attnscope-replay: ")):
-        check(p.returncode == 2 and prefix + reason in p.stderr, f"foreign directory: {p.returncode} {p.stderr}")
-        check(f"no readable rank file (rank-<r>.sqlite) in {foreign}" in p.stderr, p.stderr)
+    for p, prefix in ((tools.analyze(sdpa, "--baseline", foreign), "attnscope-analyze: baseline: "),
+                      (tools.replay(foreign), "attnscope-replay: ")):
+        assert p.returncode == 2 and prefix + reason in p.stderr, f"foreign directory: {p.returncode} {p.stderr}"
+        assert f"no readable rank file (rank-<r>.sqlite) in {foreign}" in p.stderr, p.stderr
     # A run whose traces hold no shapes (an older attnscope): compared by its op kinds, not replayed.
-    bare = copy_run(eager, os.path.join(tmp, "no-shapes"), "DELETE FROM meta WHERE key LIKE 'attention_shape.%';")
-    p = replay(bare)
-    check(p.returncode == 2 and f"attnscope-replay: {bare}: no layer has recorded attention shapes" in p.stderr,
-          f"run without shapes: {p.returncode} {p.stderr}")
-    out = os.path.join(tmp, "bare.json")
-    p = analyze(sdpa, "--baseline", bare, "--json", out)
-    check(p.returncode == 0, f"compare against a run without shapes: exit {p.returncode}")
-    layers = load(out)["baseline"]["layers"]
-    check(all(l["implementation"] == "eager (matmul-softmax-matmul)" and l["shapes"] == "" for l in layers),
-          f"without shapes: {layers}")
+    bare = copy_run(eager, os.path.join(run_dir, "no-shapes"), "DELETE FROM meta WHERE key LIKE 'attention_shape.%';")
+    p = tools.replay(bare)
+    assert p.returncode == 2 and f"attnscope-replay: {bare}: no layer has recorded attention shapes" in p.stderr, (
+           f"run without shapes: {p.returncode} {p.stderr}")
+    out = os.path.join(run_dir, "bare.json")
+    p = tools.analyze(sdpa, "--baseline", bare, "--json", out)
+    assert p.returncode == 0, f"compare against a run without shapes: exit {p.returncode}"
+    layers = load_json(out)["baseline"]["layers"]
+    assert all(l["implementation"] == "eager (matmul-softmax-matmul)" and l["shapes"] == "" for l in layers), (
+           f"without shapes: {layers}")
     # Another model's run (its layers renamed): refused, both layer lists named.
-    other = copy_run(eager, os.path.join(tmp, "other-model"), "UPDATE layers SET name = 'encoder.' || name;")
-    p = analyze(sdpa, "--baseline", other)
+    other = copy_run(eager, os.path.join(run_dir, "other-model"), "UPDATE layers SET name = 'encoder.' || name;")
+    p = tools.analyze(sdpa, "--baseline", other)
     want = (f"attnscope-analyze: the runs share no attention layer (different models?): baseline {other} has "
             f"encoder.{LAYERS[0]}, encoder.{LAYERS[1]}; {sdpa} has {LAYERS[0]}, {LAYERS[1]}; "
             "compare runs of the same model")
-    check(p.returncode == 2 and want in p.stderr, f"different models: {p.returncode} {p.stderr}")
+    assert p.returncode == 2 and want in p.stderr, f"different models: {p.returncode} {p.stderr}"
 
 
-def case_shapes_recorded(tmp):
+def test_shapes_recorded(run_dir, tools, build_dir):
     """What the trace records of SDPA's arguments and of an eager matmul-softmax-matmul, exactly,
     and the replay of those shapes (grouped-query heads, unequal lengths, a mask, dropout,
     bfloat16): the combinations a CPU cannot run skipped with torch's own reason."""
-    sys.path.insert(0, os.path.join(BUILD, "python"))
+    sys.path.insert(0, os.path.join(build_dir, "python"))
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
     import attnscope
     torch.manual_seed(0)
-    trace = os.path.join(tmp, "trace")
+    trace = os.path.join(run_dir, "trace")
     attnscope.start(sample_every=1, trace_dir=trace, interval_s=0.5, port=0, peak_flops=3e10,
                     peak_bandwidth=1e10, log_level="warn")
     qp, kp, vp = nn.Linear(64, 64), nn.Linear(64, 32), nn.Linear(64, 32)
@@ -373,85 +373,85 @@ def case_shapes_recorded(tmp):
         "eager": "op=aten::matmul backend=- batch=2 heads=4 kv_heads=2 q_len=48 kv_len=48 head_dim=16 dtype=float32 "
                  "causal=-1 mask=tensor dropout=0.1 changes=0"}
     for layer, value in want.items():
-        check(got.get("attention_shape." + layer) == value, f"{layer}: recorded {got.get('attention_shape.' + layer)!r}")
-    out = os.path.join(tmp, "replay.json")
-    p = replay(trace, "--json", out, "--reps", "2", "--no-compile")
-    check(p.returncode == 0, f"replay exit {p.returncode}")
-    layers = {l["layer"]: l for l in load(out)["layers"]}
-    check(sorted(layers) == sorted(want), f"replayed {sorted(layers)}")
+        assert got.get("attention_shape." + layer) == value, f"{layer}: recorded {got.get('attention_shape.' + layer)!r}"
+    out = os.path.join(run_dir, "replay.json")
+    p = tools.replay(trace, "--json", out, "--reps", "2", "--no-compile")
+    assert p.returncode == 0, f"replay exit {p.returncode}"
+    layers = {l["layer"]: l for l in load_json(out)["layers"]}
+    assert sorted(layers) == sorted(want), f"replayed {sorted(layers)}"
     for name, l in layers.items():
         alts = {a["implementation"]: a for a in l["alternatives"]}
         skipped = {s["implementation"]: s["reason"] for s in l["skipped"]}
         for a in alts.values():
-            check(a["numerics"]["ok"], f"{name} {a['implementation']}: numerics {a['numerics']}")
-        check("eager" in alts and "sdpa:math" in alts, f"{name}: {sorted(alts)}")
+            assert a["numerics"]["ok"], f"{name} {a['implementation']}: numerics {a['numerics']}"
+        assert "eager" in alts and "sdpa:math" in alts, f"{name}: {sorted(alts)}"
         if name == "sdpa_bf16_causal":
-            check("sdpa:flash" in alts and l["replayed_as"] == "sdpa:flash", f"{name}: {sorted(alts)}, {skipped}")
+            assert "sdpa:flash" in alts and l["replayed_as"] == "sdpa:flash", f"{name}: {sorted(alts)}, {skipped}"
         else:  # dropout in training: CPU flash cannot, flex has none
-            check("dropout" in skipped.get("sdpa:flash", ""), f"{name}: flash {skipped.get('sdpa:flash')!r}")
-            check(skipped.get("flex") == "ValueError: flex_attention has no dropout", f"{name}: flex {skipped.get('flex')!r}")
+            assert "dropout" in skipped.get("sdpa:flash", ""), f"{name}: flash {skipped.get('sdpa:flash')!r}"
+            assert skipped.get("flex") == "ValueError: flex_attention has no dropout", f"{name}: flex {skipped.get('flex')!r}"
 
 
-def case_synthetic(tmp):
+def test_synthetic(run_dir, tools, source_dir):
     """attnscope-replay --synthetic: the implementations side by side on random shapes, no run."""
-    out_json, out_html = os.path.join(tmp, "syn.json"), os.path.join(tmp, "syn.html")
+    out_json, out_html = os.path.join(run_dir, "syn.json"), os.path.join(run_dir, "syn.html")
     seqs, heads = (128, 256, 512), (2, 4)
-    p = replay("--synthetic", "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
+    p = tools.replay("--synthetic", "--seqs", "128,256,512", "--heads", "2,4", "--d-model", "64", "--reps", "2",
                "--threads", "1", "--fit-from", "128", "--no-compile", "--json", out_json, "--html", out_html)
-    check(p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}")
-    r = load(out_json)
-    check(r["mode"] == "synthetic" and r["device"] == "cpu", f"mode {r['mode']} on {r['device']}")
+    assert p.returncode == 0, f"exit {p.returncode}: {p.stderr[-1500:]}"
+    r = load_json(out_json)
+    assert r["mode"] == "synthetic" and r["device"] == "cpu", f"mode {r['mode']} on {r['device']}"
     rows = {(x["implementation"], x["heads"], x["seq"]): x for x in r["rows"]}
     # Complete table: every implementation a CPU offers at every (heads, length); SDPA with each
     # backend forced (a backend that cannot run those shapes would be skipped, not counted).
     impls = ("eager", "sdpa:flash", "sdpa:math")
     want = {(i, h, s) for i in impls for h in heads for s in seqs}
-    check(set(rows) == want, f"rows {sorted(rows)}, expected {sorted(want)}")
+    assert set(rows) == want, f"rows {sorted(rows)}, expected {sorted(want)}"
     skipped = {(x["implementation"], x["heads"], x["seq"]): x["reason"] for x in r["skipped"]}
-    check(set(skipped) == {("flex", h, s) for h in heads for s in seqs}
-          and all("FlexAttention does not support backward on CPU" in why for why in skipped.values()),
-          f"skipped {skipped}")
+    assert (set(skipped) == {("flex", h, s) for h in heads for s in seqs}
+            and all("FlexAttention does not support backward on CPU" in why for why in skipped.values())), (
+            f"skipped {skipped}")
     for key, x in rows.items():
-        check(x["forward_seconds"] > 0 and x["backward_seconds"] > 0, f"{key}: no time measured")
-        check(x["memory_bytes"] > 0, f"{key}: no memory")
-        check(x["head_dim"] == 64 // key[1], f"{key}: head dim {x['head_dim']}")
+        assert x["forward_seconds"] > 0 and x["backward_seconds"] > 0, f"{key}: no time measured"
+        assert x["memory_bytes"] > 0, f"{key}: no memory"
+        assert x["head_dim"] == 64 // key[1], f"{key}: head dim {x['head_dim']}"
         # Roofline figures of the shapes: forward 2 matmuls, backward 5, of 2*heads*seq^2*head_dim each.
         flops = 14 * key[1] * key[2] ** 2 * (64 // key[1])
-        check(x["flops"] == flops, f"{key}: {x['flops']} flops, hand count {flops}")
-        check(x["flops_per_second"] > 0 and x["bytes_per_second"] > 0, f"{key}: no rates")
-        check(x["bound"] in ("memory", "compute") and x["fraction_of_roofline"] > 0,
-              f"{key}: bound {x['bound']} fraction {x['fraction_of_roofline']}")
+        assert x["flops"] == flops, f"{key}: {x['flops']} flops, hand count {flops}"
+        assert x["flops_per_second"] > 0 and x["bytes_per_second"] > 0, f"{key}: no rates"
+        assert x["bound"] in ("memory", "compute") and x["fraction_of_roofline"] > 0, (
+               f"{key}: bound {x['bound']} fraction {x['fraction_of_roofline']}")
     for h in heads:
         # The scores (heads x seq x seq) dominate what eager keeps for backward: 4x the length,
         # 16x the scores' bytes; flash keeps no scores (linear in the length).
         ratio = rows[("eager", h, 512)]["memory_bytes"] / rows[("eager", h, 128)]["memory_bytes"]
         flash = rows[("sdpa:flash", h, 512)]["memory_bytes"] / rows[("sdpa:flash", h, 128)]["memory_bytes"]
-        check(ratio > 10 and flash < ratio / 2, f"{h} heads: memory grows {ratio:.1f}x (eager), {flash:.1f}x "
-                                                f"(flash) from 128 to 512")
+        assert ratio > 10 and flash < ratio / 2, (f"{h} heads: memory grows {ratio:.1f}x (eager), {flash:.1f}x "
+                                                 f"(flash) from 128 to 512")
     fits = {(f["implementation"], f["heads"]): f for f in r["fits"]}
-    check(set(fits) == {(i, h) for i in impls for h in heads}, f"fits {sorted(fits)}")
+    assert set(fits) == {(i, h) for i in impls for h in heads}, f"fits {sorted(fits)}"
     for key, f in fits.items():
-        check(f["lengths"] == 3 and f["exponent"] is not None and f["memory_exponent"] is not None, f"{key}: {f}")
-    check(all(n["ok"] for n in r["numerics"]) and len(r["numerics"]) == len(fits), f"numerics {r['numerics']}")
+        assert f["lengths"] == 3 and f["exponent"] is not None and f["memory_exponent"] is not None, f"{key}: {f}"
+    assert all(n["ok"] for n in r["numerics"]) and len(r["numerics"]) == len(fits), f"numerics {r['numerics']}"
     c = r["ceilings"]
-    check(c["source"] == "calibration" and c["peak_flops_per_second"] > 0 and c["peak_bytes_per_second"] > 0,
-          f"ceilings {c}")
+    assert c["source"] == "calibration" and c["peak_flops_per_second"] > 0 and c["peak_bytes_per_second"] > 0, (
+           f"ceilings {c}")
     page = open(out_html).read()
-    check(page.count("<svg") == 3 and page.count("<polyline") == 3 * len(fits), "HTML page lacks the plots")
-    check("GFLOP/s" in page and "roof" in page and "sdpa:flash" in page, "HTML table lacks the roofline columns")
+    assert page.count("<svg") == 3 and page.count("<polyline") == 3 * len(fits), "HTML page lacks the plots"
+    assert "GFLOP/s" in page and "roof" in page and "sdpa:flash" in page, "HTML table lacks the roofline columns"
     # Bad inputs: what is wrong and what is allowed.
     for args, want in ((["--synthetic"], "--synthetic needs --seqs"),
                        (["--synthetic", "--seqs", "64", "--heads", "3", "--d-model", "64"],
                         "--d-model 64 is not divisible by --heads 3"),
                        (["--synthetic", "--seqs", "64", "--impls", "naive"],
                         '"naive" is not an implementation; allowed: eager, eager+compile, sdpa:flash'),
-                       ([tmp, "--heads", "2"], "--heads: only with --synthetic"),
+                       ([run_dir, "--heads", "2"], "--heads: only with --synthetic"),
                        ([], "give a run's trace directory (RUN_DIR) or --synthetic")):
-        p = replay(*args)
-        check(p.returncode == 2 and want in p.stderr, f"{args}: exit {p.returncode}, {p.stderr[-500:]}")
+        p = tools.replay(*args)
+        assert p.returncode == 2 and want in p.stderr, f"{args}: exit {p.returncode}, {p.stderr[-500:]}"
     # torch.compile keeps 8 graphs per function, then runs it uncompiled: the replay's eager closure
     # compiled at 9 lengths (dynamo alone, no Inductor: the graphs are what is counted) must get 9.
-    sys.path.insert(0, os.path.join(SOURCE, "launch"))
+    sys.path.insert(0, os.path.join(source_dir, "launch"))
     import torch
     import attnscope_replay
     attnscope_replay.allow_recompiles(torch, 9)
@@ -462,17 +462,14 @@ def case_synthetic(tmp):
         q = torch.randn(1, 2, seq, 4)
         torch.compile(attnscope_replay.make_eager(torch, shape), dynamic=False, backend="eager")(q, q, q, 0.0)
     graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    check(graphs == 9, f"{graphs} graphs compiled for 9 lengths")
+    assert graphs == 9, f"{graphs} graphs compiled for 9 lengths"
 
 
-def case_llama_eager_sdpa(tmp):
-    eager = train(tmp, "eager")
-    sdpa = train(tmp, "sdpa")
-    check_baseline(tmp, eager, sdpa)
-    check_self(tmp, eager)
-    check_replay(tmp, eager, sdpa)
-    check_bad_inputs(tmp, eager, sdpa)
+def test_llama_eager_sdpa(run_dir, tools):
+    eager = tools.train(run_dir, "eager")
+    sdpa = tools.train(run_dir, "sdpa")
+    check_baseline(tools, run_dir, eager, sdpa)
+    check_self(tools, run_dir, eager)
+    check_replay(tools, run_dir, eager, sdpa)
+    check_bad_inputs(tools, run_dir, eager, sdpa)
 
-
-if __name__ == "__main__":
-    run_case(CASE, globals(), "compare")

@@ -90,6 +90,12 @@ class Prometheus:
         check(status == 200, f"query {expr!r}: HTTP {status}: {body[:300]}")
         return json.loads(body)["data"]["result"]
 
+    def targets(self):
+        """(scrape URL, health, last error) of each active target."""
+        status, body = http_get(f"http://127.0.0.1:{self.port}/api/v1/targets")
+        check(status == 200, f"targets: HTTP {status}: {body[:300]}")
+        return [(t["scrapeUrl"], t["health"], t["lastError"]) for t in json.loads(body)["data"]["activeTargets"]]
+
     def stop(self):
         self.proc.terminate()
         self.proc.wait(timeout=30)

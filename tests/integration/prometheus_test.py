@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Prometheus export end to end: real ranks, a real Prometheus server, a real push gateway.
-Usage: prometheus_test.py CASE EXAMPLE_BINARY SOURCE_DIR ANALYZE_BINARY
+Run by ctest: pytest prometheus_test.py::test_<case> --example EXAMPLE_BINARY --source-dir SOURCE_DIR
+--analyze ANALYZE_BINARY
 
 Cases:
   scrape4_straggler  4 ranks under torchrun (launch/torchrun), rank 2 slowed in layer 1; Prometheus
@@ -34,40 +35,37 @@ import re
 import selectors
 import socket
 import subprocess
-import sys
 import threading
 import time
 
-CASE, EXAMPLE, SOURCE, ANALYZE = sys.argv[1:5]
+from prometheus_server import dashboard_queries, http_get, start_example_job, wait_for
+from ranks import TINY, free_ports
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ranks import TINY, check, free_ports, run_case  # noqa: E402
-from prometheus_server import Prometheus, dashboard_queries, http_get, start_example_job, wait_for  # noqa: E402
 THRESHOLD = 1.2
 
 
 def promtool_clean(text, where):
     p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
-    check(p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(),
-          f"promtool check metrics on {where}: exit {p.returncode}: {p.stdout[:1000]} {p.stderr[:1000]}")
+    assert p.returncode == 0 and not p.stdout.strip() and not p.stderr.strip(), (
+           f"promtool check metrics on {where}: exit {p.returncode}: {p.stdout[:1000]} {p.stderr[:1000]}")
 
 
-def case_scrape4_straggler(tmp):
-    targets = os.path.join(tmp, "targets.json")
-    prom = Prometheus(tmp, targets)
+def test_scrape4_straggler(run_dir, example, source_dir, analyze_bin, prometheus):
+    targets = os.path.join(run_dir, "targets.json")
+    prom = prometheus(targets)
     job, metrics_port = start_example_job(
-        tmp, EXAMPLE, SOURCE, targets, 4, "scrape-test",
+        run_dir, example, source_dir, targets, 4, "scrape-test",
         ["--duration-s", "75", "--slow-rank", "2", "--slow-factor", "4", "--slow-layer", "1"],
-        ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token", ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "trace"))
+        ATTNSCOPE_CONTROL_TOKEN="scrape-test-control-token", ATTNSCOPE_TRACE_DIR=os.path.join(run_dir, "trace"))
     try:
         listed = wait_for("the file_sd file", lambda: json.load(open(targets)), 40)
-        check(len(listed) == 4, f"file_sd lists {len(listed)} targets, not 4: {listed}")
+        assert len(listed) == 4, f"file_sd lists {len(listed)} targets, not 4: {listed}"
         ranks = sorted(int(g["labels"]["rank"]) for g in listed)
-        check(ranks == [0, 1, 2, 3], f"file_sd ranks {ranks}")
+        assert ranks == [0, 1, 2, 3], f"file_sd ranks {ranks}"
         for g in listed:
             status, text = http_get(f"http://{g['targets'][0]}/metrics")
-            check(status == 200, f"GET {g['targets'][0]}/metrics: {status}")
-            check(f'rank="{g["labels"]["rank"]}"' in text, f"{g['targets'][0]} does not name its rank")
+            assert status == 200, f"GET {g['targets'][0]}/metrics: {status}"
+            assert f'rank="{g["labels"]["rank"]}"' in text, f"{g['targets'][0]} does not name its rank"
             promtool_clean(text, g["targets"][0])
         print("file_sd: 4 targets, each endpoint clean for promtool")
 
@@ -80,12 +78,12 @@ def case_scrape4_straggler(tmp):
         # Flagged once the score stayed above the threshold for ATTNSCOPE_STRAGGLER_WINDOWS (3) rounds.
         flagged = wait_for("rank 2 flagged as a straggler", lambda: {
             r["metric"]["rank"] for r in prom.query("attnscope_straggler == 1")}, 20)
-        check(flagged == {"2"}, f"ranks flagged as stragglers: {flagged}")
+        assert flagged == {"2"}, f"ranks flagged as stragglers: {flagged}"
 
         # While the job runs (the series are fresh): every dashboard query returns data.
         failures = []
         n = 0
-        for title, q in dashboard_queries(SOURCE, "scrape-test"):
+        for title, q in dashboard_queries(source_dir, "scrape-test"):
             # The alert list reads ALERTS, which has data only where launch/prometheus's rules are
             # loaded and one of them fires; this test's Prometheus loads no rules (alerts_test.py's
             # does, and checks that query).
@@ -97,57 +95,57 @@ def case_scrape4_straggler(tmp):
                 failures.append(f"{title}: {q} (samples of the job: "
                                 f"{prom.query('count_over_time(attnscope_steps_total[30s])')})")
             n += 1
-        check(not failures, "dashboard queries without data:\n" + "\n".join(failures))
+        assert not failures, "dashboard queries without data:\n" + "\n".join(failures)
         print(f"all {n} dashboard queries return data")
 
         all_ranks = {"0", "1", "2", "3"}
         wait_for("attnscope_steps_total from every rank", lambda: {
             r["metric"]["rank"] for r in prom.query('attnscope_steps_total{job="scrape-test"}')} == all_ranks, 20)
         up = prom.query('max_over_time(up{job="scrape-test"}[30s])')
-        check({r["metric"]["rank"] for r in up if r["value"][1] == "1"} == all_ranks, f"up: {up}")
+        assert {r["metric"]["rank"] for r in up if r["value"][1] == "1"} == all_ranks, f"up: {up}"
         # The default shape: no rank serves per-layer series; rank 0's job summary has every layer.
-        check(not prom.query('{job="scrape-test", layer!="", __name__=~"attnscope_attention_.*"}'),
-              "ranks serve per-layer attention series by default")
+        assert not prom.query('{job="scrape-test", layer!="", __name__=~"attnscope_attention_.*"}'), (
+               "ranks serve per-layer attention series by default")
         # Job histograms: +Inf bucket equals _count, and buckets never decrease.
         diff = prom.query('max(abs(attnscope_job_attention_seconds_bucket{le="+Inf"} - ignoring(le) '
                           'attnscope_job_attention_seconds_count))')
-        check(diff and float(diff[0]["value"][1]) == 0, f"+Inf bucket differs from _count: {diff}")
+        assert diff and float(diff[0]["value"][1]) == 0, f"+Inf bucket differs from _count: {diff}"
         series = prom.query('attnscope_job_attention_seconds_bucket{layer="layers.1.attn", phase="forward"}')
-        check(len(series) == 38, f"{len(series)} buckets for one histogram, expected 37 bounds + Inf")
+        assert len(series) == 38, f"{len(series)} buckets for one histogram, expected 37 bounds + Inf"
         counts = sorted((float(r["metric"]["le"]), float(r["value"][1])) for r in series)
-        check(all(a[1] <= b[1] for a, b in zip(counts, counts[1:])), f"buckets decrease: {counts}")
-        check(counts[-1][1] > 0, "no calls counted")
+        assert all(a[1] <= b[1] for a, b in zip(counts, counts[1:])), f"buckets decrease: {counts}"
+        assert counts[-1][1] > 0, "no calls counted"
         # Each rank's call times by phase: a summary with the window's p50 and p99.
         quantiles = {(r["metric"]["rank"], r["metric"]["phase"], r["metric"]["quantile"])
                      for r in prom.query('attnscope_attention_call_seconds{job="scrape-test"}')}
-        check({(r, p, q) for r in all_ranks for p in ("forward", "backward") for q in ("0.5", "0.99")} <= quantiles,
-              f"call-time quantiles in Prometheus: {sorted(quantiles)}")
+        assert {(r, p, q) for r in all_ranks for p in ("forward", "backward") for q in ("0.5", "0.99")} <= quantiles, (
+               f"call-time quantiles in Prometheus: {sorted(quantiles)}")
         # The slow rank runs layer 1's attention 4 times per step: the detector names that layer
         # behind the straggler, in rank 0's job summary.
         named = wait_for("the straggler's attribution", lambda: {
             (r["metric"]["rank"], r["metric"]["layer"]) for r in prom.query(
                 'attnscope_straggler_attribution_share{job="scrape-test"}')}, 20)
-        check(named == {("2", "layers.1.attn")}, f"attribution: {named}")
+        assert named == {("2", "layers.1.attn")}, f"attribution: {named}"
         print("attnscope_straggler_attribution_share names", sorted(named))
         # Per-layer detail for one rank at runtime: /control layers=on on rank 2's own endpoint.
         bearer = {"Authorization": "Bearer scrape-test-control-token"}
         status, body = http_get(f"http://127.0.0.1:{metrics_port + 2}/control", bearer, data=b"layers=on",
                                 method="POST")
-        check(status == 200 and '"layers": true' in body, f"layers=on on rank 2: {status} {body}")
+        assert status == 200 and '"layers": true' in body, f"layers=on on rank 2: {status} {body}"
         detail = wait_for("rank 2's per-layer histogram", lambda: prom.query(
             'attnscope_attention_seconds_bucket{job="scrape-test", rank="2", layer="layers.1.attn", phase="forward"}'), 20)
-        check(len(detail) == 38, f"rank 2's layers.1.attn histogram has {len(detail)} buckets")
+        assert len(detail) == 38, f"rank 2's layers.1.attn histogram has {len(detail)} buckets"
         detailed = {r["metric"]["rank"] for r in prom.query(
             'attnscope_attention_seconds_count{job="scrape-test"}')}
-        check(detailed == {"2"}, f"ranks serving per-layer series: {detailed}")
+        assert detailed == {"2"}, f"ranks serving per-layer series: {detailed}"
         # The slow rank's layer 1 time per step against its other layers: 4 calls a step.
         per_layer = {r["metric"]["layer"]: float(r["value"][1]) for r in prom.query(
             'attnscope_attention_seconds_sum{job="scrape-test", rank="2", phase="forward"}')}
-        check(max(per_layer, key=per_layer.get) == "layers.1.attn", f"rank 2 forward seconds per layer: {per_layer}")
+        assert max(per_layer, key=per_layer.get) == "layers.1.attn", f"rank 2 forward seconds per layer: {per_layer}"
         series_on = float(prom.query('attnscope_metrics_series{job="scrape-test", rank="2"}')[0]["value"][1])
         status, body = http_get(f"http://127.0.0.1:{metrics_port + 2}/control", bearer, data=b"layers=off",
                                 method="POST")
-        check(status == 200 and '"layers": false' in body, f"layers=off on rank 2: {status} {body}")
+        assert status == 200 and '"layers": false' in body, f"layers=off on rank 2: {status} {body}"
         series_off = wait_for("rank 2 back to its totals", lambda: (lambda v: v if v and v < series_on else None)(
             float((prom.query('attnscope_metrics_series{job="scrape-test", rank="2"}') or [{"value": [0, "0"]}])[0]
                   ["value"][1])), 20)
@@ -158,7 +156,7 @@ def case_scrape4_straggler(tmp):
         status, body = http_get(f"http://127.0.0.1:{metrics_port}/control",
                                 {"Authorization": "Bearer scrape-test-control-token"}, data=b"sample_every=3",
                                 method="POST")
-        check(status == 200, f"control request: {status} {body}")
+        assert status == 200, f"control request: {status} {body}"
         wait_for("attnscope_sample_every 3 on all 4 ranks", lambda: {
             r["metric"]["rank"] for r in prom.query('attnscope_sample_every{job="scrape-test"} == 3')} == all_ranks, 30)
         print("control: sample_every=3 sent to rank 0, in force on all 4 ranks")
@@ -182,43 +180,42 @@ def case_scrape4_straggler(tmp):
         scraped, ridge = wait_for("roofline series of the job and every rank's ceilings", roofline_series, 20)
     finally:
         code = job.wait(timeout=120)
-        prom.stop()
-    check(code == 0, f"torchrun exit {code}; see {tmp}/job.log")
+    assert code == 0, f"torchrun exit {code}; see {run_dir}/job.log"
 
     # The post-run report, from the trace files the same ranks wrote: the same ceilings per rank, the
     # same op kinds, the same arithmetic intensity (flops/bytes: shapes do not change over the run,
     # so it does not depend on which windows each side saw), and the same bound for every rank and
     # cell (the report's intensity against the rank's ceilings as its trace recorded them).
-    report = os.path.join(tmp, "report.json")
-    p = subprocess.run([ANALYZE, os.path.join(tmp, "trace"), "--json", report], capture_output=True, text=True,
+    report = os.path.join(run_dir, "report.json")
+    p = subprocess.run([analyze_bin, os.path.join(run_dir, "trace"), "--json", report], capture_output=True, text=True,
                        timeout=120)
-    check(p.returncode == 0, f"attnscope-analyze exit {p.returncode}: {p.stderr[-1500:]}")
+    assert p.returncode == 0, f"attnscope-analyze exit {p.returncode}: {p.stderr[-1500:]}"
     roof = json.load(open(report))["roofline"]
     points = {(pt["layer"], pt["phase"], pt["kind"]): pt for pt in roof["points"]}
     report_ridge = {str(h["rank"]): h["peak_flops_per_second"] / h["peak_bytes_per_second"] for h in roof["hardware"]}
     for rank in all_ranks:
-        check(abs(report_ridge[rank] / ridge[rank] - 1) < 1e-6,
-              f"rank {rank}: ridge {ridge[rank]} in Prometheus, {report_ridge[rank]} in the report")
+        assert abs(report_ridge[rank] / ridge[rank] - 1) < 1e-6, (
+               f"rank {rank}: ridge {ridge[rank]} in Prometheus, {report_ridge[rank]} in the report")
     compared = bounds = 0
     for (layer, phase, kind), c in sorted(scraped.items()):
         if c.get("bytes", 0) <= 0:
             continue
         pt = points.get((layer, phase, kind))
-        check(pt is not None, f"{layer} {phase} {kind} is in Prometheus, not in the report")
+        assert pt is not None, f"{layer} {phase} {kind} is in Prometheus, not in the report"
         intensity = c["flops"] / c["bytes"]
-        check(abs(intensity - pt["intensity"]) <= 1e-4 * max(1.0, intensity),
-              f"{layer} {phase} {kind}: intensity {intensity} in Prometheus, {pt['intensity']} in the report")
+        assert abs(intensity - pt["intensity"]) <= 1e-4 * max(1.0, intensity), (
+               f"{layer} {phase} {kind}: intensity {intensity} in Prometheus, {pt['intensity']} in the report")
         compared += 1
         if "bound" in c and abs(pt["intensity"] / report_ridge["0"] - 1) > 1e-3:
             expected = "memory" if pt["intensity"] < report_ridge["0"] else "compute"
-            check(c["bound"] == expected, f"job {layer} {phase} {kind}: {c['bound']}-bound in Prometheus, "
-                                          f"{expected}-bound from the report's intensity and rank 0's ceilings")
+            assert c["bound"] == expected, (f"job {layer} {phase} {kind}: {c['bound']}-bound in Prometheus, "
+                                           f"{expected}-bound from the report's intensity and rank 0's ceilings")
             bounds += 1
     kinds = {k[2] for k in scraped}
-    check({"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"} <= kinds,
-          f"op kinds in Prometheus: {sorted(kinds)}")
-    check(compared >= 20 and bounds >= 20, f"only {compared} intensities and {bounds} bounds compared")
-    check(roof["recommendations"], "the report makes no recommendation")
+    assert {"qkv_projection", "score_matmul", "softmax", "context_matmul", "output_projection"} <= kinds, (
+           f"op kinds in Prometheus: {sorted(kinds)}")
+    assert compared >= 20 and bounds >= 20, f"only {compared} intensities and {bounds} bounds compared"
+    assert roof["recommendations"], "the report makes no recommendation"
     print(f"roofline: {compared} (layer, phase, op kind) intensities and {bounds} bounds agree between "
           f"Prometheus' job summary and the report; recommendations: {[r['id'] for r in roof['recommendations']]}")
 
@@ -226,21 +223,21 @@ def case_scrape4_straggler(tmp):
 def series_of(port):
     """(series on the endpoint as Prometheus would store them, the sample lines) of one scrape."""
     status, text = http_get(f"http://127.0.0.1:{port}/metrics")
-    check(status == 200, f"GET :{port}/metrics: {status}")
+    assert status == 200, f"GET :{port}/metrics: {status}"
     lines = [l for l in text.splitlines() if l and not l.startswith("#")]
     return len(lines), text
 
 
-def case_series_by_depth(tmp):
+def test_series_by_depth(run_dir, example, source_dir):
     """The same 2-rank job at 2 and 24 layers: rank 1 serves the same series (no layer label),
     rank 0's job summary grows with the layers only (bounded by the model)."""
     counts = {}
     for layers in (2, 24):
-        sub = os.path.join(tmp, f"layers{layers}")
+        sub = os.path.join(run_dir, f"layers{layers}")
         os.makedirs(sub)
         targets = os.path.join(sub, "targets.json")
         args = ["--layers", str(layers), "--duration-s", "30"]
-        job, port = start_example_job(sub, EXAMPLE, SOURCE, targets, 2, "depth", args)
+        job, port = start_example_job(sub, example, source_dir, targets, 2, "depth", args)
         try:
             # The sampled steps and both phases are in once the summary has forward and backward
             # quantiles and rank 0 has run rounds with both ranks.
@@ -257,20 +254,20 @@ def case_series_by_depth(tmp):
             job.terminate()
             job.wait(timeout=60)
         layered = [l for l in text1.splitlines() if 'layer="' in l and not l.startswith("#")]
-        check(not layered, f"rank 1 at {layers} layers serves per-layer series: {layered[:3]}")
+        assert not layered, f"rank 1 at {layers} layers serves per-layer series: {layered[:3]}"
         counts[layers] = (n1, n0)
         print(f"{layers} layers: rank 1 serves {n1} series, rank 0 {n0}")
-    check(counts[2][0] == counts[24][0], f"rank 1's series grew with the layers: {counts}")
+    assert counts[2][0] == counts[24][0], f"rank 1's series grew with the layers: {counts}"
     # Rank 0 adds per layer (forward and backward): the job histogram (40), op kinds, bytes, and the
     # job roofline cells: it grows with the model, by the same amount per layer.
     per_layer = (counts[24][1] - counts[2][1]) / 22
-    check(0 < per_layer < 300, f"rank 0 grows by {per_layer:.1f} series per layer: {counts}")
+    assert 0 < per_layer < 300, f"rank 0 grows by {per_layer:.1f} series per layer: {counts}"
     print(f"rank 1: {counts[2][0]} series at 2 and 24 layers; rank 0 grows by {per_layer:.1f} series per layer")
 
 
-def case_auth_push_control(tmp):
+def test_auth_push_control(run_dir, example):
     gateway_port = free_ports(1)
-    gw_log = open(os.path.join(tmp, "pushgateway.log"), "w")
+    gw_log = open(os.path.join(run_dir, "pushgateway.log"), "w")
     gw = subprocess.Popen(["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}"],
                           stdout=gw_log, stderr=subprocess.STDOUT)
     taken = socket.socket()
@@ -278,44 +275,44 @@ def case_auth_push_control(tmp):
     taken.listen(1)
     taken_port = taken.getsockname()[1]
     token = "t0k3n-for-the-control-test"
-    summary = os.path.join(tmp, "s-{rank}.json")
+    summary = os.path.join(run_dir, "s-{rank}.json")
     env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(taken_port),
                ATTNSCOPE_METRICS_AUTH="prom:pa55word", ATTNSCOPE_PUSHGATEWAY=f"http://127.0.0.1:{gateway_port}",
                ATTNSCOPE_CONTROL_TOKEN=token, ATTNSCOPE_JOB="push-test", ATTNSCOPE_SUMMARY_JSON=summary,
-               ATTNSCOPE_TRACE_DIR=os.path.join(tmp, "traces"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+               ATTNSCOPE_TRACE_DIR=os.path.join(run_dir, "traces"), OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    err_path = os.path.join(tmp, "job.err")
-    job = subprocess.Popen([EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "14"], env=env,
+    err_path = os.path.join(run_dir, "job.err")
+    job = subprocess.Popen([example] + TINY + ["--steps", "100000000", "--duration-s", "14"], env=env,
                            stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
     try:
         wait_for("pushgateway", lambda: http_get(f"http://127.0.0.1:{gateway_port}/-/ready")[0] == 200, 30)
         line = wait_for("the fallback log line", lambda: re.search(
             r"metrics port 127\.0\.0\.1:(\d+) is not available .* serving /metrics on 127\.0\.0\.1:(\d+) instead",
             open(err_path).read()), 20)
-        check(int(line.group(1)) == taken_port, f"fallback log names port {line.group(1)}, not {taken_port}")
+        assert int(line.group(1)) == taken_port, f"fallback log names port {line.group(1)}, not {taken_port}"
         port = int(line.group(2))
         url = f"http://127.0.0.1:{port}/metrics"
         status, _ = http_get(url)
-        check(status == 401, f"scrape without credentials: {status}, expected 401")
+        assert status == 401, f"scrape without credentials: {status}, expected 401"
         status, _ = http_get(url, {"Authorization": "Basic " + base64.b64encode(b"prom:wrong").decode()})
-        check(status == 401, f"scrape with a wrong password: {status}, expected 401")
+        assert status == 401, f"scrape with a wrong password: {status}, expected 401"
         auth = {"Authorization": "Basic " + base64.b64encode(b"prom:pa55word").decode()}
         status, text = http_get(url, auth)
-        check(status == 200, f"scrape with credentials: {status}")
+        assert status == 200, f"scrape with credentials: {status}"
         promtool_clean(text, url)
-        check(re.search(r'attnscope_exporter_port_fallback\{[^}]*\} 1', text), "fallback not exported")
-        check(re.search(r'attnscope_exporter_port\{[^}]*\} %d' % port, text), "served port not exported")
+        assert re.search(r'attnscope_exporter_port_fallback\{[^}]*\} 1', text), "fallback not exported"
+        assert re.search(r'attnscope_exporter_port\{[^}]*\} %d' % port, text), "served port not exported"
         print(f"port {taken_port} taken: served on {port}; 401 without or with wrong credentials, 200 with")
 
         control = f"http://127.0.0.1:{port}/control"
         status, _ = http_get(control, data=b"sample_every=4", method="POST")
-        check(status == 401, f"control without the token: {status}")
+        assert status == 401, f"control without the token: {status}"
         bearer = {"Authorization": "Bearer " + token}
         status, body = http_get(control, bearer, data=b"sample_every=lots", method="POST")
-        check(status == 400 and "allowed" in body, f"bad control request: {status} {body}")
+        assert status == 400 and "allowed" in body, f"bad control request: {status} {body}"
         status, body = http_get(control, bearer, data=b"sample_every=4", method="POST")
-        check(status == 200, f"control request: {status} {body}")
+        assert status == 200, f"control request: {status} {body}"
         wait_for("attnscope_sample_every 4 after the next round", lambda: re.search(
             r'attnscope_sample_every\{[^}]*\} 4\n', http_get(url, auth)[1]), 10)
         print("control: sample_every=4 applied at the next round")
@@ -323,22 +320,22 @@ def case_auth_push_control(tmp):
         code = job.wait(timeout=90)
         taken.close()
     try:
-        check(code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}")
+        assert code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}"
         with open(summary.replace("{rank}", "0")) as f:
             run = json.load(f)["run"]
         steps = run["steps_seen"]
         # The live sample rate has one owner: the summary and the trace show the rate /control set.
-        check(run["sample_every"] == 4, f"summary's run.sample_every is {run['sample_every']}, /control set 4")
+        assert run["sample_every"] == 4, f"summary's run.sample_every is {run['sample_every']}, /control set 4"
         import sqlite3
-        db = sqlite3.connect(os.path.join(tmp, "traces", "rank-0.sqlite"))
+        db = sqlite3.connect(os.path.join(run_dir, "traces", "rank-0.sqlite"))
         (traced,), = db.execute("SELECT value FROM meta WHERE key = 'sample_every'").fetchall()
         db.close()
-        check(traced == "4", f"trace's meta.sample_every is {traced}, /control set 4")
+        assert traced == "4", f"trace's meta.sample_every is {traced}, /control set 4"
         print("summary and trace show sample_every 4 after the /control change")
         status, pushed = http_get(f"http://127.0.0.1:{gateway_port}/metrics")
         m = re.search(r'attnscope_steps_total\{[^}]*instance="[^"]*-rank0"[^}]*job="push-test"[^}]*\} (\S+)', pushed)
-        check(m is not None, "no attnscope_steps_total for job push-test in the push gateway")
-        check(int(float(m.group(1))) == steps, f"last push has step {m.group(1)}, the run ended at {steps}")
+        assert m is not None, "no attnscope_steps_total for job push-test in the push gateway"
+        assert int(float(m.group(1))) == steps, f"last push has step {m.group(1)}, the run ended at {steps}"
         print(f"push gateway holds the final step count ({steps})")
     finally:
         gw.terminate()
@@ -431,25 +428,25 @@ class SlowBody(threading.Thread):
             s.close()
 
 
-def case_idle_clients(tmp):
+def test_idle_clients(run_dir, example, prometheus):
     port = free_ports(1)
     env = dict(os.environ, ATTNSCOPE_INTERVAL_S="1", ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port),
                ATTNSCOPE_LOG_LEVEL="debug", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
-    err_path = os.path.join(tmp, "job.err")
-    job = subprocess.Popen([EXAMPLE] + TINY + ["--steps", "100000000", "--duration-s", "60"], env=env,
+    err_path = os.path.join(run_dir, "job.err")
+    job = subprocess.Popen([example] + TINY + ["--steps", "100000000", "--duration-s", "60"], env=env,
                            stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
-    prom = Prometheus(tmp, static_target=f"127.0.0.1:{port}", interval="1s")
+    prom = prometheus(static_target=f"127.0.0.1:{port}", interval="1s")
     scrape_timeout = 1.0
     idle = slow = None
     try:
         line = wait_for("the endpoint's start line in the rank's log", lambda: re.search(
             r"metrics endpoint on 127\.0\.0\.1:(\d+): (\d+) threads, up to (\d+) connections, "
             r"connection timeout (\d+) s", open(err_path).read()), 40)
-        check(int(line.group(1)) == port, f"endpoint on port {line.group(1)}, not {port}")
+        assert int(line.group(1)) == port, f"endpoint on port {line.group(1)}, not {port}"
         threads, limit, timeout = int(line.group(2)), int(line.group(3)), int(line.group(4))
-        check(limit > 101, f"the connection limit {limit} leaves no room beside 101 stuck clients")
+        assert limit > 101, f"the connection limit {limit} leaves no room beside 101 stuck clients"
         # libmicrohttpd's threads run inside the training process, beside LibTorch and its BLAS.
         names = [open(f"/proc/{job.pid}/task/{t}/comm").read().strip() for t in os.listdir(f"/proc/{job.pid}/task")]
         workers = names.count("MHD-worker")
@@ -457,8 +454,8 @@ def case_idle_clients(tmp):
         libs = sorted({os.path.basename(m) for m in re.findall(r"(/\S+\.so[.\d]*)$", maps, re.M)
                        if re.search(r"libtorch_cpu|blas|libgomp|libmicrohttpd", m)})
         print(f"process {job.pid}: {len(names)} threads, {workers} named MHD-worker; loaded: {', '.join(libs)}")
-        check(workers == threads, f"{workers} MHD-worker threads in the training process, expected {threads}: {names}")
-        check(any("libtorch_cpu" in lib for lib in libs), f"no LibTorch in the training process: {libs}")
+        assert workers == threads, f"{workers} MHD-worker threads in the training process, expected {threads}: {names}"
+        assert any("libtorch_cpu" in lib for lib in libs), f"no LibTorch in the training process: {libs}"
         wait_for("Prometheus scraping the rank", lambda: [r for r in prom.query('up{job="attnscope"}')
                                                           if r["value"][1] == "1"], 30)
 
@@ -466,7 +463,7 @@ def case_idle_clients(tmp):
         idle.start()
         slow = SlowBody(port)
         slow.start()
-        check(slow.started.wait(10), "the slow client could not connect")
+        assert slow.started.wait(10), "the slow client could not connect"
         start = time.time()
         window = 4 * timeout  # every idle connection is closed and reopened several times over
         # The window's end: Prometheus has a sample from after it (no fixed sleep).
@@ -493,32 +490,23 @@ def case_idle_clients(tmp):
               f"{idle_s[-1] if idle_s else 0:.2f} s and {len(slow_s)} trickled bodies after "
               f"{', '.join(f'{t:.2f}' for t in slow_s)} s (connection timeout {timeout} s); "
               f"{held} idle connections open at the window's end")
-        check(n >= (end - start) * 0.75, f"only {n} scrapes in {end - start:.0f} s at a 1 s interval")
-        check(up_min and up_min[0]["value"][1] == "1", f"a scrape failed (up 0) in the window: {up_min}")
-        check(slowest and float(slowest[0]["value"][1]) < scrape_timeout,
-              f"a scrape took {slowest} s, the scrape timeout is {scrape_timeout} s")
-        check(held == 100, f"{held} idle connections open at the window's end, not 100")
-        check(len(idle_s) >= 100, f"only {len(idle_s)} idle connections closed by the server in {window} s")
-        check(all(timeout - 0.5 <= t <= timeout + 2.0 for t in idle_s),
-              f"idle connections closed after {idle_s[0]:.2f}-{idle_s[-1]:.2f} s, timeout {timeout} s")
-        check(slow_s and all(timeout - 0.5 <= t <= timeout + 2.0 for t in slow_s),
-              f"trickled bodies closed after {slow_s} s, timeout {timeout} s")
-        check(not slow.answers, f"the trickled body got an answer: {slow.answers}")
+        assert n >= (end - start) * 0.75, f"only {n} scrapes in {end - start:.0f} s at a 1 s interval"
+        assert up_min and up_min[0]["value"][1] == "1", f"a scrape failed (up 0) in the window: {up_min}"
+        assert slowest and float(slowest[0]["value"][1]) < scrape_timeout, (
+               f"a scrape took {slowest} s, the scrape timeout is {scrape_timeout} s")
+        assert held == 100, f"{held} idle connections open at the window's end, not 100"
+        assert len(idle_s) >= 100, f"only {len(idle_s)} idle connections closed by the server in {window} s"
+        assert all(timeout - 0.5 <= t <= timeout + 2.0 for t in idle_s), (
+               f"idle connections closed after {idle_s[0]:.2f}-{idle_s[-1]:.2f} s, timeout {timeout} s")
+        assert slow_s and all(timeout - 0.5 <= t <= timeout + 2.0 for t in slow_s), (
+               f"trickled bodies closed after {slow_s} s, timeout {timeout} s")
+        assert not slow.answers, f"the trickled body got an answer: {slow.answers}"
         status, _ = http_get(f"http://127.0.0.1:{port}/metrics")
-        check(status == 200, f"a scrape after the window: {status}")
+        assert status == 200, f"a scrape after the window: {status}"
     finally:
         for t in (idle, slow):
             if t:
                 t.stop.set()
                 t.join(10)
         code = job.wait(timeout=120)
-        prom.stop()
-    check(code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}")
-
-
-def main():
-    run_case(CASE, globals(), "attnscope-prom", (".log", ".err"))
-
-
-if __name__ == "__main__":
-    main()
+    assert code == 0, f"example exit {code}: {open(err_path).read()[-2000:]}"

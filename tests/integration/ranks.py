@@ -1,8 +1,7 @@
 """What the multi-process tests share: checks, free loopback ports, the ranks' environment, and
 starting and waiting for real rank processes, decoding the PNGs Chromium writes."""
+import json
 import os
-import sys
-import tempfile
 import socket
 import subprocess
 import time
@@ -17,6 +16,11 @@ TINY = ["--layers", "4", "--d-model", "32", "--heads", "4", "--seq", "16", "--ba
 def check(cond, message):
     if not cond:
         raise AssertionError(message)
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def free_ports(n=2):
@@ -56,6 +60,20 @@ def rank_env(tmp, interval, log_level="info", **extra):
     return env
 
 
+def run_env(build, **variables):
+    """The environment of a job under launch/attnscope-run: none of this process' ATTNSCOPE_ or rank
+    variables, one thread, the attnscope module of `build`, endpoints on loopback; `variables` added."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSCOPE_") and k not in ("RANK", "WORLD_SIZE")}
+    env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", ATTNSCOPE_PYTHONPATH=os.path.join(build, "python"),
+               ATTNSCOPE_BIND="127.0.0.1")
+    env.update(variables)
+    return env
+
+
+# What a job of transformers models adds: nothing downloaded.
+OFFLINE = {"TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
 def spawn_ranks(binary, world, env, args, tmp, **kw):
     """`world` ranks of `binary` with torchrun's variables set by hand; stderr to tmp/err-<rank>.log."""
     port = free_ports(2)
@@ -82,23 +100,24 @@ def wait_all(procs, deadline):
     return codes
 
 
-def run_case(case, cases, prefix, log_suffixes=(".log",)):
-    """Runs cases["case_" + case] in a temporary directory; on a failed check prints the tails of
-    its logs (files ending in log_suffixes) before failing."""
-    fn = cases.get("case_" + case)
-    if fn is None:
-        allowed = ", ".join(sorted(n[5:] for n in cases if n.startswith("case_")))
-        sys.exit(f"unknown case {case!r}; allowed: {allowed}")
-    with tempfile.TemporaryDirectory(prefix=f"{prefix}-{case}-") as tmp:
-        try:
-            result = fn(tmp)
-        except AssertionError:
-            for name in sorted(os.listdir(tmp)):
-                if name.endswith(tuple(log_suffixes)):
-                    print(f"--- {name} (tail)\n" + open(os.path.join(tmp, name)).read()[-3000:])
-            raise
-    print("PASS", case)
-    return result
+class ExampleRanks:
+    """Rank processes of one program (the example) whose summaries and logs go to one directory,
+    the test's run directory; waited for DEADLINE_S unless a test says otherwise."""
+
+    DEADLINE_S = 240
+
+    def __init__(self, binary, directory):
+        self.binary = binary
+        self.dir = directory
+
+    def env(self, interval, log_level="info", **extra):
+        return rank_env(self.dir, interval, log_level, **extra)
+
+    def spawn(self, world, env, args, **kw):
+        return spawn_ranks(self.binary, world, env, args, self.dir, **kw)
+
+    def wait(self, procs, deadline=DEADLINE_S):
+        return wait_all(procs, deadline)
 
 
 def wait_for_full_rounds(trace_dir, world, rounds, deadline):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A user's own C++ LibTorch program (integration/mpi_gpt.cpp) under real mpirun, attnscope
 aggregating over MPI, and attnscope-analyze on its traces.
-Usage: user_program_test.py CASE MPI_GPT_BINARY ANALYZE_BINARY
+Run by ctest: pytest user_program_test.py::test_<case> --program MPI_GPT_BINARY --analyze ANALYZE_BINARY
 
 Cases:
   mpirun4_slow_cell  4 ranks on this machine's cores (oversubscribed), 150 steps, rank 1 runs
@@ -15,7 +15,7 @@ Cases:
                      - no straggler episode, live or post-run, for a healthy rank.
 Every check is evaluated and every failure listed; one line `RESULT {...}` gives the figures.
 Deadlines: the program ends itself (--deadline-s), mpirun ends the job (--timeout), and this
-script ends mpirun (SIGTERM, then SIGKILL) a little later; attnscope-analyze gets 30 s.
+test ends mpirun (SIGTERM, then SIGKILL) a little later; attnscope-analyze gets 30 s.
 """
 import json
 import os
@@ -23,11 +23,7 @@ import signal
 import sqlite3
 import statistics
 import subprocess
-import sys
-import tempfile
 import time
-
-CASE, PROGRAM, ANALYZE = sys.argv[1:4]
 
 WORLD = 4
 STEPS = 150
@@ -43,7 +39,7 @@ MPIRUN_TIMEOUT_S = 50    # mpirun ends the job then
 KILL_AFTER_S = 55        # this script ends mpirun then
 
 
-def run_job(tmp):
+def run_job(tmp, program):
     env = dict(os.environ)
     settings = {
         "ATTNSCOPE_AGGREGATION": "mpi",
@@ -62,7 +58,7 @@ def run_job(tmp):
     for name in settings:
         cmd += ["-x", name]
     inject = f"{SLOW['rank']}:{SLOW['block']}:{SLOW['op']}:{SLOW['times']}"
-    cmd += [PROGRAM, "--steps", str(STEPS), "--blocks", "4", "--inject", inject,
+    cmd += [program, "--steps", str(STEPS), "--blocks", "4", "--inject", inject,
             "--timings", os.path.join(tmp, "t-{rank}.json"), "--deadline-s", str(PROGRAM_DEADLINE_S)]
     began = time.time()
     with open(os.path.join(tmp, "mpirun.log"), "w") as log:
@@ -80,9 +76,9 @@ def run_job(tmp):
     return code, time.time() - began
 
 
-def analyze(tmp):
+def analyze(tmp, analyze_bin):
     out = os.path.join(tmp, "report.json")
-    p = subprocess.run([ANALYZE, os.path.join(tmp, "trace"), "--json", out],
+    p = subprocess.run([analyze_bin, os.path.join(tmp, "trace"), "--json", out],
                        capture_output=True, text=True, timeout=30)
     report = json.load(open(out)) if os.path.exists(out) else None
     return p, report
@@ -118,20 +114,18 @@ def cell_of(c):
     return (c["rank"], c["layer"], c["phase"], c["op_kind"])
 
 
-def case_mpirun4_slow_cell(tmp):
+def test_mpirun4_slow_cell(run_dir, program, analyze_bin):
     failures = []
 
     def expect(cond, message):
         if not cond:
             failures.append(message)
 
-    code, wall = run_job(tmp)
-    if code != 0:
-        raise AssertionError(f"mpirun exit {code}")
-    p, report = analyze(tmp)
-    if p.returncode != 0 or report is None:
-        raise AssertionError(f"attnscope-analyze exit {p.returncode}: {p.stderr[-1500:]}")
-    real, real_mean, medians = real_factor(tmp)
+    code, wall = run_job(run_dir, program)
+    assert code == 0, f"mpirun exit {code}"
+    p, report = analyze(run_dir, analyze_bin)
+    assert p.returncode == 0 and report is not None, f"attnscope-analyze exit {p.returncode}: {p.stderr[-1500:]}"
+    real, real_mean, medians = real_factor(run_dir)
     result = {"wall_s": round(wall, 1), "real_factor": round(real, 2),
               "real_factor_means": round(real_mean, 2)}
 
@@ -150,14 +144,14 @@ def case_mpirun4_slow_cell(tmp):
                f"(tolerance {FACTOR_TOLERANCE:.0%})")
 
     # Live: rank 0's findings in its trace and its summary name the same cell alone.
-    findings = live_findings(tmp)
+    findings = live_findings(run_dir)
     live_cells = [f for f in findings if f["kind"] == "cell_outlier"]
     result["live_cells"] = [[*cell_of(f), round(f["max_score"], 2), f["first_round"], f["last_round"]]
                             for f in live_cells]
     expect({cell_of(f) for f in live_cells} == {INJECTED},
            f"live cell outliers (rank 0's findings) {sorted({cell_of(f) for f in live_cells})}, "
            f"expected {{{INJECTED}}}")
-    with open(os.path.join(tmp, "s-0.json")) as f:
+    with open(os.path.join(run_dir, "s-0.json")) as f:
         cluster = json.load(f)["cluster"]
     expect(cluster["aggregation"] == "mpi", f"aggregation {cluster['aggregation']}, not mpi")
     summary_cells = {(c["rank"], c["layer"], c["phase"], c["op_kind"])
@@ -188,30 +182,4 @@ def case_mpirun4_slow_cell(tmp):
     result["program_medians_ms"] = {r: round(1e3 * s, 3) for r, s in medians.items()}
     result["failures"] = len(failures)
     print("RESULT " + json.dumps(result))
-    if failures:
-        raise AssertionError("\n  ".join([f"{len(failures)} checks failed:"] + failures))
-
-
-def main():
-    case = globals().get("case_" + CASE)
-    if case is None:
-        allowed = ", ".join(sorted(n[5:] for n in globals() if n.startswith("case_")))
-        print(f"unknown case {CASE!r}; allowed: {allowed}")
-        return 2
-    tmp = tempfile.mkdtemp(prefix=f"attnscope-user-{CASE}-")
-    try:
-        case(tmp)
-    except AssertionError as e:
-        print("FAILED:", e)
-        log = os.path.join(tmp, "mpirun.log")
-        if os.path.exists(log):
-            print("--- mpirun.log (tail) ---\n" + open(log).read()[-3000:])
-        print("kept:", tmp)
-        return 1
-    print("PASS", CASE)
-    subprocess.run(["rm", "-rf", tmp])
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not failures, "\n  ".join([f"{len(failures)} checks failed:"] + failures)
