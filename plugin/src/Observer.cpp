@@ -696,7 +696,9 @@ bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType t
   if (GpuTimer* gpu = recorder->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);
-    f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, OpKind::kOther});
+    // Work launched between the call's ops: in compiled code the kernels the compiler generated.
+    const OpKind between = f.compiled ? OpKind::kCompiledKernels : OpKind::kOther;
+    f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, between});
   }
   t.overheadTicks += ticks() - entry;
   f.t0 = nowNs();
