@@ -262,6 +262,12 @@ uint32_t kernelOpFamilies(std::string_view ops) {
 
 OpKind generatedKernelKind(const char* kernelName) {
   std::string_view name(kernelName ? kernelName : "");
+  if (name.rfind("graph_", 0) == 0) {  // cpp.enable_kernel_profile's RecordFunction: graph_<n>_
+    const size_t digits = name.find_first_not_of("0123456789", 6);
+    if (digits == 6 || digits == std::string_view::npos || name[digits] != '_')
+      return OpKind::kCount;
+    name.remove_prefix(digits + 1);
+  }
   if (name.rfind("triton_", 0) != 0 && name.rfind("cpp_", 0) != 0) return OpKind::kCount;
   const size_t fused = name.find("fused_");
   if (fused == std::string_view::npos || fused > 16) return OpKind::kCount;

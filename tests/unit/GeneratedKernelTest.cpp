@@ -26,6 +26,8 @@ TEST(GeneratedKernelTest, SoftmaxWithItsMaskingScalingAndDropoutIsSoftmax) {
       {"triton_per_fused__softmax_clone_6", OpKind::kSoftmax},
       {"triton_per_fused__softmax_backward_data_13", OpKind::kSoftmax},
       {"cpp_fused__softmax_eq_masked_fill_mul_native_dropout_view_2", OpKind::kSoftmax},
+      // The same kernel's RecordFunction under Inductor's cpp.enable_kernel_profile.
+      {"graph_0_cpp_fused__softmax_eq_masked_fill_mul_native_dropout_view_2", OpKind::kSoftmax},
   });
 }
 
@@ -75,6 +77,8 @@ TEST(GeneratedKernelTest, OtherKernelNamesAreNotGenerated) {
                                "triton_",
                                "cpp_kernel",
                                "void at::native::vectorized_elementwise_kernel<4>",
+                               "graph_",
+                               "graph_x_cpp_fused_add_0",
                                "",
                                nullptr};
   for (const char* name : names) {

@@ -10,8 +10,9 @@ namespace attnscope {
 // Inductor names a fused kernel after the aten ops it was made of (its default descriptive_names
 // "original_aten"): "triton_" and the kernel's category on a GPU ("poi", "red", "per", "tem"), or
 // "cpp_" on a CPU, then "fused", the op names sorted, an index
-// ("triton_per_fused__softmax_masked_fill_0"). A kernel gets a kind only when its ops are that
-// kind's, besides layout ops, bias adds and scalings:
+// ("triton_per_fused__softmax_masked_fill_0"); on a CPU with Inductor's cpp.enable_kernel_profile,
+// each kernel's RecordFunction carries that name after "graph_<n>_". A kernel gets a kind only when
+// its ops are that kind's, besides layout ops, bias adds and scalings:
 //  - kSoftmax: a softmax or its backward, with the masking and dropout fused into it (the softmax
 //    kind's own parts), or masking alone;
 //  - kDropout: dropout or its backward;
