@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "attnscope/core/GeneratedKernel.h"
+
 namespace attnscope {
 namespace {
 
@@ -97,7 +99,8 @@ void KernelAttributor::link(uint32_t correlationId, Correlation& c) {
 }
 
 void KernelAttributor::work(uint32_t correlationId, Correlation& c, uint64_t ns,
-                            AttentionBackend backend, bool kernel, uint32_t stream) {
+                            AttentionBackend backend, bool kernel, uint32_t stream,
+                            OpKind generated) {
   Call* call = callOf(c.externalId);
   if (call == nullptr) {
     ++counters_.late;
@@ -114,7 +117,10 @@ void KernelAttributor::work(uint32_t correlationId, Correlation& c, uint64_t ns,
     return;
   }
   const DeviceKey key = unpackExternalId(c.externalId);
-  const int kind = std::min(static_cast<int>(key.kind), kNumOpKinds - 1);
+  // Compiled code launches its generated kernels under the call's own id: their names tell more.
+  const OpKind named =
+      key.kind == OpKind::kCompiledKernels && generated != OpKind::kCount ? generated : key.kind;
+  const int kind = std::min(static_cast<int>(named), kNumOpKinds - 1);
   call->ns[kind] += static_cast<int64_t>(ns);
   call->records[kind] += 1;
   ++counters_.attributed;
@@ -160,9 +166,10 @@ void KernelAttributor::addRecord(const ActivityRecord& r) {
   const uint64_t ns = r.endNs - r.startNs;
   const bool kernel = r.kind == ActivityRecord::Kind::kKernel;
   const AttentionBackend backend = kernel ? backendOf(r.name) : AttentionBackend::kMath;
+  const OpKind generated = kernel ? generatedKind(r.name) : OpKind::kCount;
   const auto it = correlations_.find(r.correlationId);
   if (it != correlations_.end() && it->second.hasExternal) {
-    work(r.correlationId, it->second, ns, backend, kernel, r.streamId);
+    work(r.correlationId, it->second, ns, backend, kernel, r.streamId, generated);
   } else if (it != correlations_.end() && it->second.api && it->second.round < round_) {
     ++counters_.outside;  // its API record came in an earlier flush, without an id of ours
   } else if (foldedCorrelations_.count(r.correlationId) != 0) {
@@ -170,8 +177,21 @@ void KernelAttributor::addRecord(const ActivityRecord& r) {
   } else if (unmatched_.size() >= options_.maxPending) {
     ++counters_.unattributed;  // bounded: the newest waits no longer
   } else {
-    unmatched_.push_back(Unmatched{r.correlationId, ns, backend, kernel, r.streamId});
+    unmatched_.push_back(Unmatched{r.correlationId, ns, backend, kernel, r.streamId, generated});
   }
+}
+
+OpKind KernelAttributor::generatedKind(const char* name) {
+  if (name == nullptr ||
+      (std::strncmp(name, "triton_", 7) != 0 && std::strncmp(name, "cpp_", 4) != 0)) {
+    return OpKind::kCount;
+  }
+  // The same few hundred names come every step: each is read once.
+  const auto it = generatedKinds_.find(name);
+  if (it != generatedKinds_.end()) return it->second;
+  const OpKind kind = generatedKernelKind(name);
+  if (generatedKinds_.size() < kMaxGeneratedNames) generatedKinds_.emplace(name, kind);
+  return kind;
 }
 
 KernelAttributor::Call* KernelAttributor::openCall(uint64_t instance, int32_t layer, Phase phase) {
@@ -270,7 +290,7 @@ std::vector<CallRecord> KernelAttributor::endRound(bool final) {
   for (const Unmatched& u : unmatched_) {
     const auto it = correlations_.find(u.correlationId);
     if (it != correlations_.end() && it->second.hasExternal) {
-      work(u.correlationId, it->second, u.ns, u.backend, u.kernel, u.stream);
+      work(u.correlationId, it->second, u.ns, u.backend, u.kernel, u.stream, u.generated);
     } else if (it != correlations_.end() && it->second.api) {
       ++counters_.outside;
     } else if (foldedCorrelations_.count(u.correlationId) != 0) {

@@ -1,6 +1,10 @@
 #include "attnscope/core/OpKind.h"
 
+#include "attnscope/core/GeneratedKernel.h"
+
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -209,6 +213,90 @@ OpKind regionOpKind(const char* opName) {
     default:
       return OpKind::kOther;
   }
+}
+
+namespace {
+
+// The family of one op of a generated kernel's name: the op families, and the backward ops and
+// small ops that only compiled code's kernel names carry.
+Family kernelOpFamily(std::string_view op) {
+  static const std::unordered_map<std::string_view, Family> kExtra = {
+      {"_softmax_backward_data", Family::kSoftmax},
+      {"native_dropout_backward", Family::kDropout},
+      {"slice_backward", Family::kLayout},
+      {"select_backward", Family::kLayout},
+      {"arange", Family::kLayout},  // position ids, which the rotary tables are computed from
+  };
+  const auto extra = kExtra.find(op);
+  if (extra != kExtra.end()) return extra->second;
+  const auto& f = families();
+  const auto it = f.find(op);
+  return it == f.end() ? Family::kUnknown : it->second;
+}
+
+// The families of the ops a kernel name lists ("_softmax_masked_fill_mul"): op names hold
+// underscores too, so at each position the longest known name that ends at an underscore is
+// taken, else one word as an unknown op. Bit i: family i.
+uint32_t kernelOpFamilies(std::string_view ops) {
+  uint32_t families = 0;
+  size_t i = 0;
+  while (i < ops.size()) {
+    size_t best = 0;
+    Family family = Family::kUnknown;
+    for (size_t end = i + 1; end <= ops.size(); ++end) {
+      if (end < ops.size() && ops[end] != '_') continue;
+      const Family f = kernelOpFamily(ops.substr(i, end - i));
+      if (f != Family::kUnknown) {
+        best = end - i;
+        family = f;
+      }
+    }
+    if (best == 0) best = std::min(ops.find('_', i + 1), ops.size()) - i;  // one unknown word
+    families |= 1u << static_cast<int>(family);
+    i += best + 1;
+  }
+  return families;
+}
+
+}  // namespace
+
+OpKind generatedKernelKind(const char* kernelName) {
+  std::string_view name(kernelName ? kernelName : "");
+  if (name.rfind("graph_", 0) == 0) {  // cpp.enable_kernel_profile's RecordFunction: graph_<n>_
+    const size_t digits = name.find_first_not_of("0123456789", 6);
+    if (digits == 6 || digits == std::string_view::npos || name[digits] != '_')
+      return OpKind::kCount;
+    name.remove_prefix(digits + 1);
+  }
+  if (name.rfind("triton_", 0) != 0 && name.rfind("cpp_", 0) != 0) return OpKind::kCount;
+  const size_t fused = name.find("fused_");
+  if (fused == std::string_view::npos || fused > 16) return OpKind::kCount;
+  std::string_view ops = name.substr(fused + 6);
+  const size_t index = ops.find_last_not_of("0123456789");  // the trailing "_<index>"
+  ops = index != std::string_view::npos && ops[index] == '_' ? ops.substr(0, index) : ops;
+  const uint32_t families = kernelOpFamilies(ops);
+  const auto has = [families](Family f) { return (families & (1u << static_cast<int>(f))) != 0; };
+  // What any kind's kernel may hold besides its own ops: layout, bias adds and scalings.
+  const auto only = [families](std::initializer_list<Family> allowed) {
+    uint32_t mask = 0;
+    for (Family f : {Family::kLayout, Family::kAdd, Family::kElementwise}) {
+      mask |= 1u << static_cast<int>(f);
+    }
+    for (Family f : allowed) mask |= 1u << static_cast<int>(f);
+    return families != 0 && (families & ~mask) == 0;
+  };
+  if (has(Family::kSoftmax) && only({Family::kSoftmax, Family::kMask, Family::kDropout})) {
+    return OpKind::kSoftmax;
+  }
+  if (has(Family::kMask) && only({Family::kMask})) return OpKind::kSoftmax;
+  if (has(Family::kDropout) && only({Family::kDropout})) return OpKind::kDropout;
+  // Rotary tables are an outer product (positions x frequencies) that Inductor computes inside
+  // the kernel: a batch matmul there belongs to them.
+  if (has(Family::kPositional) && only({Family::kPositional, Family::kBatchMatmul})) {
+    return OpKind::kPositional;
+  }
+  if (families == 1u << static_cast<int>(Family::kLayout)) return OpKind::kLayoutCopy;
+  return OpKind::kCompiledKernels;
 }
 
 OpKind OpClassifier::classify(const char* opName) {

@@ -22,6 +22,7 @@
 #include "attnscope/collectors/DeviceMemoryReporter.h"
 #include "attnscope/collectors/GpuTimer.h"
 #include "attnscope/collectors/MemoryAccount.h"
+#include "attnscope/core/GeneratedKernel.h"
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/Roofline.h"
 
@@ -377,7 +378,13 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   const bool timed = timedCallback(&t.callbackCounter);
   const uint64_t entry = timed ? ticks() : 0;
   Frame& f = t.frames.back();
-  if ((f.region || f.compiled) && f.depth == 0 && isRegionWrapper(fn.name())) {
+  // A kernel the compiler generated, with a RecordFunction of its own where the job compiled with
+  // Inductor's cpp.enable_kernel_profile ("graph_0_cpp_fused__softmax_3"): an op of the kind its
+  // name says, not a wrapper.
+  const OpKind generated =
+      f.compiled && f.depth == 0 ? generatedKernelKind(fn.name()) : OpKind::kCount;
+  if ((f.region || f.compiled) && f.depth == 0 && generated == OpKind::kCount &&
+      isRegionWrapper(fn.name())) {
     // (A compiled layer meets them where the compiler split its graph inside the layer, as
     // DDPOptimizer does at bucket boundaries.)
     // A compiled region's wrappers ("CompiledFunction", inductor's "## Call CompiledFxGraph ##")
@@ -393,6 +400,7 @@ std::unique_ptr<at::ObserverContext> onForwardStart(const at::RecordFunction& fn
   if (++f.depth == 1) {
     const char* name = fn.name();
     f.opKind = f.forcedKind != OpKind::kCount       ? f.forcedKind
+               : generated != OpKind::kCount        ? generated
                : f.region                           ? regionOpKind(name)
                : f.record.phase == Phase::kBackward ? f.backwardClassifier.classify(name)
                                                     : f.classifier.classify(name);
@@ -696,7 +704,9 @@ bool Observer::enterScope(Recorder* recorder, const char* layerName, ScopeType t
   if (GpuTimer* gpu = recorder->gpu()) {
     f.gpu = gpu;
     gpu->callBegin(&f.gpuSpan);
-    f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, OpKind::kOther});
+    // Work launched between the call's ops: in compiled code the kernels the compiler generated.
+    const OpKind between = f.compiled ? OpKind::kCompiledKernels : OpKind::kOther;
+    f.gpuCallPushed = gpu->pushOp(DeviceKey{f.instance, layer, f.record.phase, between});
   }
   t.overheadTicks += ticks() - entry;
   f.t0 = nowNs();
@@ -723,10 +733,11 @@ void Observer::exitScope(const at::Tensor* outputs, size_t count, bool outputsGi
     opsNs += k.ns;
   }
   if (f.compiled && f.record.ns > opsNs) {
-    // What no op callback saw: the compiler's generated kernels, one span per call.
+    // What no op callback saw: the compiler's generated kernels, one span per call (added to
+    // those that named themselves and have no other kind).
     CallRecord::Kind& generated = f.record.kinds[static_cast<int>(OpKind::kCompiledKernels)];
-    generated.ns = f.record.ns - opsNs;
-    generated.ops = 1;
+    generated.ns += f.record.ns - opsNs;
+    generated.ops += 1;
   }
   f.record.bytes = f.callAccount.bytes;
   f.record.peak = f.callAccount.peakAbove(f.callAccount.base);

@@ -285,6 +285,7 @@ def main():
                    help="FSDP2 instead of DDP: fully_shard on every block (model.layers.N, transformer.h.N) "
                         "and on the root, the common recipe")
     p.add_argument("--wait-metrics-s", type=float, default=0, help="then stay up this long (metrics scrapes)")
+    p.add_argument("--metrics-read", default="", help="with --wait-metrics-s: stop waiting once this file exists")
     a = p.parse_args()
     torch.set_num_threads(1)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -334,8 +335,9 @@ def main():
     if a.out:
         with open(a.out.replace("{rank}", str(rank)), "w") as f:
             json.dump({"losses": losses, "step_seconds": step_s, "graph_breaks": breaks, "graphs": graphs}, f)
-    if a.wait_metrics_s:
-        time.sleep(a.wait_metrics_s)
+    deadline = time.monotonic() + a.wait_metrics_s
+    while time.monotonic() < deadline and not (a.metrics_read and os.path.exists(a.metrics_read)):
+        time.sleep(0.1)
     if distributed:
         dist.destroy_process_group()
 

@@ -20,7 +20,7 @@ Cases:
                   file_sd file shows every (rank, layer) with its forward kinds and the calls
   compile         torch.compile(model) of Llama under DDP, 2 ranks, with and without attnscope: every layer
                   inside compiled code, forward and backward, with its kinds; compile time apart; the same
-                  losses, graph breaks (0) and graphs
+                  losses, graph breaks (0) and graphs; the same in the trace and on both ranks' /metrics
   compile_gpt     the same for the hand-written GPT (unfused attention)
   compile_checkpointing  the GPT with checkpoint_wrapper around every block, compiled: recompute is its
                   own phase
@@ -30,6 +30,7 @@ Cases:
 """
 import http.client
 import os
+import re
 import subprocess
 import sys
 import time
@@ -298,9 +299,84 @@ def test_prometheus(run_dir, models, prometheus):
           f"{STEPS} forward and {STEPS - 1} backward calls each (the last step's backward folds at its end)")
 
 
-def compiled_run(models, run_dir, model, how, fsdp=False, **variables):
+def series(text, name):
+    """(labels, value) of each series of one family in a /metrics text."""
+    return [(dict(re.findall(r'(\w+)="([^"]*)"', line[len(name) + 1:].rsplit("} ", 1)[0])),
+             float(line.rsplit(" ", 1)[1])) for line in text.splitlines() if line.startswith(name + "{")]
+
+
+def run_scraped(models, run_dir, model, extra, names, timeout, **variables):
+    """The run under attnscope with every rank's per-layer series (ATTNSCOPE_METRICS_LAYERS=1): each
+    rank's endpoint is read after the steps, while the script waits for it, until every layer has
+    its forward and backward calls of all steps there. (exit code, stderr, {rank: last /metrics
+    text})."""
+    port, read = free_ports(2), os.path.join(run_dir, "metrics-read")
+    args = models.launch_args(run_dir, model, 2, port, list(extra) + ["--wait-metrics-s", "300", "--metrics-read", read])
+    texts, done = {}, set()
+    with open(os.path.join(run_dir, "job.log"), "w+") as log:
+        job = subprocess.Popen(args, env=models.env(ATTNSCOPE_METRICS_LAYERS="1", **variables), stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline and job.poll() is None and len(done) < 2:
+                if all(os.path.exists(os.path.join(run_dir, f"own-{r}.json")) for r in (0, 1)):
+                    deadline = min(deadline, time.monotonic() + 30)  # the steps are done: 30 intervals more
+                for rank in set((0, 1)) - done:
+                    try:
+                        texts[rank] = scrape(port + rank)
+                    except OSError:
+                        continue
+                    calls = {(l.get("layer"), l.get("phase")): v
+                             for l, v in series(texts[rank], "attnscope_attention_seconds_count")}
+                    if all(calls.get((n, p)) == STEPS for n in names for p in ("forward", "backward")):
+                        done.add(rank)
+                time.sleep(0.5)
+        finally:
+            open(read, "w").close()  # the script stops waiting and ends as usual (its summaries)
+            try:
+                job.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                job.wait()
+        log.seek(0)
+        return job.returncode, log.read(), texts
+
+
+def check_compiled_metrics(texts, sums, names, kinds, label):
+    """The compiled layers on each rank's endpoint: exactly the eager names, forward and backward
+    calls, the kinds compiled code calls plus compiled_kernels (never other), and the compilations
+    the summary reports."""
+    for rank in (0, 1):
+        text = texts.get(rank, "")
+        got = {}
+        for l, v in series(text, "attnscope_attention_op_seconds_total"):
+            if "layer" in l:
+                got.setdefault((l["layer"], l["phase"]), set()).add(l["op_kind"])
+        assert {n for n, _ in got} == set(names), (f"{label} rank {rank}: /metrics layers {sorted(got)}, "
+                                                   f"expected {names}")
+        for name in names:
+            for phase in ("forward", "backward"):
+                want = kinds[phase] | {"compiled_kernels"}
+                have = got.get((name, phase), set())
+                assert want <= have and "other" not in have, (
+                       f"{label} rank {rank}: /metrics {name} {phase} kinds {sorted(have)}, expected {sorted(want)}")
+        calls = {(l.get("layer"), l.get("phase")): v for l, v in series(text, "attnscope_attention_seconds_count")}
+        # A compiled layer's backward is a call between the backward graph's markers, counted at its
+        # exit like the forward (an eager layer's backward folds when its step ends).
+        want = {(n, p): float(STEPS) for n in names for p in ("forward", "backward")}
+        assert calls == want, f"{label} rank {rank}: /metrics calls {calls}, expected {want}"
+        compiles, seconds = metric(text, "attnscope_compiles_total"), metric(text, "attnscope_compile_seconds_total")
+        d = sums[rank]["discovery"]
+        assert compiles == d["compiles"] and seconds is not None and abs(seconds - d["compile_seconds"]) <= 0.01 * \
+            d["compile_seconds"], (f"{label} rank {rank}: /metrics compiles {compiles} ({seconds} s), summary "
+                                   f"{d['compiles']} ({d['compile_seconds']} s)")
+    print(f"{label}: both ranks' /metrics have {names} forward and backward with kinds "
+          f"{sorted(kinds['forward'] | {'compiled_kernels'})}, the calls and the compilations")
+
+
+def compiled_run(models, run_dir, model, how, fsdp=False, scrape_names=None, **variables):
     """The same compiled training with and without attnscope (2 ranks): (summaries, own outputs
-    with attnscope, own outputs without)."""
+    with attnscope, own outputs without, the ranks' /metrics texts when scrape_names names the
+    layers to wait for)."""
     extra = ["--compile", how] + (["--fsdp"] if fsdp else [])
     plain = os.path.join(run_dir, "plain")
     os.makedirs(plain)
@@ -309,22 +385,28 @@ def compiled_run(models, run_dir, model, how, fsdp=False, **variables):
                         os.path.join(plain, "own-{rank}.json")] + extra, env=models.env(), capture_output=True, text=True,
                        timeout=900)
     assert p.returncode == 0, f"{model} compiled ({how}) without attnscope: exit {p.returncode}: {p.stderr[-3000:]}"
-    code, err = models.run(run_dir, model, 2, extra=extra, timeout=900, **variables)
+    texts = None
+    if scrape_names:
+        code, err, texts = run_scraped(models, run_dir, model, extra, scrape_names, 900, **variables)
+    else:
+        code, err = models.run(run_dir, model, 2, extra=extra, timeout=900, **variables)
     assert code == 0, f"{model} compiled ({how}) under attnscope: exit {code}: {err[-3000:]}"
     assert "global hooks" not in err, f"torch.compile warned about attnscope's hook: {err[-2000:]}"
     return (summaries(run_dir, 2), [load_json(os.path.join(run_dir, f"own-{r}.json")) for r in range(2)],
-            [load_json(os.path.join(plain, f"own-{r}.json")) for r in range(2)])
+            [load_json(os.path.join(plain, f"own-{r}.json")) for r in range(2)], texts)
 
 
 def check_compiled(models, run_dir, model, how, kinds, fsdp=False, phases=("forward", "backward"), rule="class_name",
-                   **variables):
+                   metrics=False, **variables):
     """Per layer inside compiled code: the eager names, forward and backward calls equal to the
     steps, the kinds of the ops compiled code calls plus compiled_kernels, compilation apart; and
     nothing added to the job: the same graph breaks and graphs as without attnscope, the same losses."""
     names = {"gpt_ckpt_wrapper": EXPECTED["gpt_manual"][0], "mixer": [f"mixers.{i}" for i in range(2)]}.get(
         model) or EXPECTED[model][0]
-    sums, own, base = compiled_run(models, run_dir, model, how, fsdp, **variables)
+    sums, own, base, texts = compiled_run(models, run_dir, model, how, fsdp, names if metrics else None, **variables)
     label = f"{model} compiled ({how}{', FSDP2' if fsdp else ', DDP'})"
+    if metrics:
+        check_compiled_metrics(texts, sums, names, kinds, label)
     for rank, s in enumerate(sums):
         assert own[rank]["graph_breaks"] == base[rank]["graph_breaks"] == 0, (
                f"{label} rank {rank}: graph breaks {own[rank]['graph_breaks']} under attnscope, "
@@ -406,7 +488,8 @@ def check_compiled_trace(models, run_dir, names, kinds, label):
 def test_compile(run_dir, models):
     # nanoGPT's recipe on Llama: torch.compile(model), then DDP (DDPOptimizer splits the graph at
     # bucket boundaries). The same run's traces show the compiled layers to attnscope-analyze.
-    check_compiled(models, run_dir, "llama_sdpa", "model", SDPA_KINDS)
+    # Its ranks' endpoints serve the compiled layers' series (the same run, read after its steps).
+    check_compiled(models, run_dir, "llama_sdpa", "model", SDPA_KINDS, metrics=True)
     check_compiled_trace(models, run_dir, EXPECTED["llama_sdpa"][0], SDPA_KINDS, "llama_sdpa compiled (model, DDP)")
 
 

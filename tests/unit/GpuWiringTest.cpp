@@ -8,6 +8,7 @@
 #include <chrono>
 #include <thread>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/nn/modules/activation.h>
 
@@ -249,6 +250,59 @@ TEST_F(GpuWiringTest, UnsampledStepsTouchNoGpuLayer) {
   train(1);  // step 1: not sampled
   EXPECT_EQ(activity_.pushes, pushes);
   EXPECT_EQ(events_.records, records);
+}
+
+// A compiled layer on a GPU: between its markers compiled code calls its extern ops (each under
+// its own id) and launches the kernels Inductor generated straight from its wrapper, under the
+// call's own id. Those take the kind their names say (names as Inductor generates them), the
+// rest compiled_kernels; none is other.
+TEST_F(GpuWiringTest, CompiledLayersKernelsTakeTheKindTheirNamesSay) {
+  start(config(GpuTiming::kCupti));
+  ASSERT_EQ(gpuStatus().source, GpuTiming::kCupti);
+  using Marker = std::vector<at::Tensor>(at::TensorList, c10::string_view);
+  using ExitMarker = std::vector<at::Tensor>(at::TensorList, c10::string_view, bool);
+  const auto enter =
+      c10::Dispatcher::singleton().findSchemaOrThrow("attnscope::layer_enter", "").typed<Marker>();
+  const auto exit = c10::Dispatcher::singleton()
+                        .findSchemaOrThrow("attnscope::layer_exit", "")
+                        .typed<ExitMarker>();
+  const std::vector<std::pair<const char*, uint64_t>> generated = {
+      {"triton_poi_fused_clone_1", 100},
+      {"triton_per_fused__softmax_add_eq_masked_fill_mul_14", 200},
+      {"triton_poi_fused_add_cat_cos_mul_neg_sin_slice_unsqueeze_view_50", 300},
+      {"triton_poi_fused_native_dropout_backward_0", 400},
+      {"triton_per_fused_add_mean_mul_pow_rsqrt_3", 500},  // an RMSNorm: no kind of attention's
+  };
+  constexpr int kSteps = 2;
+  for (int s = 0; s < kSteps; ++s) {
+    at::NoGradGuard noGrad;  // as in Inductor's wrapper
+    for (const std::string layer : {"layers.0.attn", "layers.1.attn"}) {
+      const at::Tensor input = torch::randn({4, 8}), weight = torch::randn({8, 8});
+      std::vector<at::Tensor> x = enter.call({input}, layer);
+      x[0] = at::mm(x[0], weight);  // an extern op: its kernel (the fake's) is its kind's
+      for (const auto& [name, ns] : generated) FakeGpuDevice::instance().launch(ns, name);
+      exit.call(x, layer, false);
+    }
+    step();
+  }
+  const StatsTable device = deviceTableWith(kSteps, {Phase::kForward});
+  for (const std::string layer : {"layers.0.attn", "layers.1.attn"}) {
+    const PhaseStats* d = phaseOf(device, layer, Phase::kForward);
+    ASSERT_NE(d, nullptr) << layer;
+    const auto seconds = [d](OpKind k) {
+      const auto& cell = d->kinds[static_cast<int>(k)];
+      return cell ? cell->seconds.sum() : 0.0;
+    };
+    EXPECT_NEAR(seconds(OpKind::kLayoutCopy), kSteps * 100e-9, 1e-12) << layer;
+    EXPECT_NEAR(seconds(OpKind::kSoftmax), kSteps * 200e-9, 1e-12) << layer;
+    EXPECT_NEAR(seconds(OpKind::kPositional), kSteps * 300e-9, 1e-12) << layer;
+    EXPECT_NEAR(seconds(OpKind::kDropout), kSteps * 400e-9, 1e-12) << layer;
+    // The RMSNorm, and the fake's one kernel per id popped: the call's own at its exit.
+    EXPECT_NEAR(seconds(OpKind::kCompiledKernels), kSteps * (500 + kKernelNs) * 1e-9, 1e-12)
+        << layer;
+    EXPECT_NEAR(seconds(OpKind::kQkvProjection), kSteps * kKernelNs * 1e-9, 1e-12) << layer;
+    EXPECT_EQ(seconds(OpKind::kOther), 0.0) << layer;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
 #include <ATen/record_function.h>
 #include <gtest/gtest.h>
@@ -281,6 +282,53 @@ TEST_F(ObserverTest, SeveralCallsOfOneLayerPerStep) {
   const StatsTable stats = statistics();
   EXPECT_EQ(findPhase(stats, "shared.attn", Phase::kForward)->call.seconds.count(), 12u);
   EXPECT_EQ(findPhase(stats, "shared.attn", Phase::kBackward)->call.seconds.count(), 12u);
+}
+
+// A compiled layer (between the markers) whose generated kernels name themselves, as Inductor's
+// cpp.enable_kernel_profile makes them (a RecordFunction "graph_<n>_" + the kernel's name): each is
+// an op of the kind its name says; the graph's wrapper around them stays a wrapper; the time no op
+// saw is compiled_kernels as before.
+TEST_F(ObserverTest, CompiledKernelsThatNameThemselvesTakeTheirKinds) {
+  start(quietConfig());
+  const auto enter = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("attnscope::layer_enter", "")
+                         .typed<std::vector<at::Tensor>(at::TensorList, c10::string_view)>();
+  const auto exit = c10::Dispatcher::singleton()
+                        .findSchemaOrThrow("attnscope::layer_exit", "")
+                        .typed<std::vector<at::Tensor>(at::TensorList, c10::string_view, bool)>();
+  const at::Tensor input = torch::randn({4, 8}), weight = torch::randn({8, 8});
+  for (int s = 0; s < 3; ++s) {
+    at::NoGradGuard noGrad;  // as in Inductor's wrapper
+    std::vector<at::Tensor> x = enter.call({input}, "layers.0.attn");
+    {
+      RECORD_FUNCTION("## Call CompiledFxGraph ##", std::vector<c10::IValue>());
+      x[0] = at::mm(x[0], weight);
+      {
+        RECORD_FUNCTION("graph_0_cpp_fused__softmax_eq_masked_fill_mul_2",
+                        std::vector<c10::IValue>());
+      }
+      {
+        RECORD_FUNCTION("graph_0_cpp_fused__to_copy_cat_cos_mul_neg_sin_1",
+                        std::vector<c10::IValue>());
+      }
+      { RECORD_FUNCTION("graph_0_cpp_fused_add_mean_mul_pow_rsqrt_0", std::vector<c10::IValue>()); }
+    }
+    exit.call(x, "layers.0.attn", false);
+    step();
+  }
+  const PhaseStats* forward = findPhase(statistics(), "layers.0.attn", Phase::kForward);
+  ASSERT_NE(forward, nullptr);
+  EXPECT_EQ(forward->call.seconds.count(), 3u);
+  const auto ops = [forward](OpKind k) {
+    const CellStats* cell = findKind(forward, k);
+    return cell ? cell->ops : 0;
+  };
+  EXPECT_EQ(ops(OpKind::kQkvProjection), 3u);
+  EXPECT_EQ(ops(OpKind::kSoftmax), 3u);
+  EXPECT_EQ(ops(OpKind::kPositional), 3u);
+  // The RMSNorm kernel (no attention kind) and the rest of each call.
+  EXPECT_EQ(ops(OpKind::kCompiledKernels), 6u);
+  EXPECT_EQ(ops(OpKind::kOther), 0u);
 }
 
 TEST_F(ObserverTest, NestedScopesAttributeOpsToTheInnermost) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -25,7 +26,9 @@ struct DeviceKey {
 };
 
 // Turns device activity records and CUDA-event spans into one device CallRecord per attention
-// call and phase.
+// call and phase. A kernel launched under a compiled call's own id (kCompiledKernels: compiled
+// code's wrapper launches the kernels Inductor generated, no op around them) takes the kind its
+// name says where it says one (generatedKernelKind, core/GeneratedKernel.h).
 //
 // Attribution is exact, not by time overlap: while an op of an attention call runs, the
 // observer pushes packExternalId(key) as CUPTI's external correlation id; CUPTI then emits an
@@ -117,6 +120,7 @@ class KernelAttributor {
     AttentionBackend backend;
     bool kernel;
     uint32_t stream;
+    OpKind generated;
   };
   struct Call {
     int32_t layer = -1;
@@ -141,7 +145,10 @@ class KernelAttributor {
   Call* openCall(uint64_t instance, int32_t layer, Phase phase);  // null once folded
   void link(uint32_t correlationId, Correlation& c);
   void work(uint32_t correlationId, Correlation& c, uint64_t ns, AttentionBackend backend,
-            bool kernel, uint32_t stream);
+            bool kernel, uint32_t stream, OpKind generated);
+  // The kind an Inductor-generated kernel's name says (generatedKernelKind), kCount for any
+  // other name; remembered per name.
+  OpKind generatedKind(const char* name);
   bool sealed(const Call& c) const;
   bool complete(const Call& c) const;
   void fold(uint64_t key, Call& c, std::vector<CallRecord>* out);
@@ -161,6 +168,8 @@ class KernelAttributor {
   std::unordered_set<uint32_t> foldedCorrelations_;
   std::deque<uint32_t> foldedCorrelationOrder_;
   std::vector<std::array<uint64_t, kNumAttentionBackends>> backends_;
+  static constexpr size_t kMaxGeneratedNames = 8192;
+  std::unordered_map<std::string, OpKind> generatedKinds_;
   Counters counters_;
 };
 
