@@ -3,7 +3,7 @@
 // kMean), all fed the same simulated windows in one run.
 //
 // What runs is the detector's own code: each rank's window is a real StatsTable filled with
-// CallRecords; its RankWindow scalars are made as plugin/src/Reporter.cpp's scalars() makes them
+// CallRecords; its RankWindow scalars are made as reporter/src/Reporter.cpp's scalars() makes them
 // (forward / backward seconds = the sum over layers of typicalSecondsPerStep of the call cell,
 // with the statistic under test); each rank compares its table with the others' (the summed table
 // less its own, through flatten/fromFlat, as the reporter's all-reduce delivers it) with
@@ -31,7 +31,7 @@
 // bench/detection_noise_fit.py: examples/train_transformer --layers 4 --d-model 64 --heads 4
 // --seq 32 --batch 8 --threads 1, 20 s, 1 s windows, ATTNSCOPE_TRACE_DIR set, 2 and 4 ranks over
 // Gloo as tests/integration/ranks.py launches them; per-step op-kind times decoded from the
-// traces' steps table (exporters/src/TraceFormat.cpp's encoding), one call per layer and phase
+// traces' steps table (trace/src/TraceFormat.cpp's encoding), one call per layer and phase
 // per step (272 steps at 2 ranks, 99 at 4).
 // - Body: lognormal around each cell's median. sigma = (q50 - q16) of log time per cell: median
 //   over the 120 cells 0.27 at 2 ranks (quartiles 0.19-0.36), 0.33 at 4 ranks (0.26-0.39).
@@ -305,7 +305,7 @@ struct Scalars {
   float backward[kStatistics];
 };
 
-// plugin/src/Reporter.cpp's scalars(): per layer and phase, the typical call time x calls per
+// reporter/src/Reporter.cpp's scalars(): per layer and phase, the typical call time x calls per
 // step, summed into forward and backward.
 Scalars scalarsOf(const StatsTable& t) {
   Scalars s{};

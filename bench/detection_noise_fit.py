@@ -27,7 +27,7 @@ NUM_KINDS = 11  # core/include/attnscope/core/OpKind.h
 
 
 def decode_value(code):
-    """exporters/src/TraceFormat.cpp: decodeValue (1024 codes per octave)."""
+    """trace/src/TraceFormat.cpp: decodeValue (1024 codes per octave)."""
     return 0.0 if code == 0 else 2.0 ** ((code - 1) / 1024.0)
 
 

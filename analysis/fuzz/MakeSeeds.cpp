@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceStore.h"
 
 using namespace attnscope;
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnscope/analysis/TraceReader.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

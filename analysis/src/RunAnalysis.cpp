@@ -11,7 +11,7 @@
 #include "Median.h"
 #include "RooflineAnalysis.h"
 #include "attnscope/core/Attribution.h"
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceStore.h"
 
 namespace attnscope {
 namespace analysis {

@@ -7,9 +7,9 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "Aggregator.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Topology.h"
+#include "attnscope/reporter/Aggregator.h"
 
 namespace attnscope {
 namespace detail {

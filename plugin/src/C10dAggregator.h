@@ -6,8 +6,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "Aggregator.h"
 #include "C10dKeyValueStore.h"
+#include "attnscope/reporter/Aggregator.h"
 
 namespace attnscope {
 namespace detail {

@@ -3,7 +3,7 @@
 #include <c10/util/intrusive_ptr.h>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
-#include "KeyValueStore.h"
+#include "attnscope/reporter/KeyValueStore.h"
 
 namespace attnscope {
 namespace detail {

@@ -7,9 +7,9 @@
 #include "AutogradProbe.h"
 #include "CudaTorch.h"
 #include "GpuTesting.h"
-#include "InternalThread.h"
 #include "Recorder.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/reporter/InternalThread.h"
 
 namespace attnscope {
 namespace detail {

@@ -5,7 +5,7 @@
 
 #include <mpi.h>
 
-#include "Aggregator.h"
+#include "attnscope/reporter/Aggregator.h"
 
 namespace attnscope {
 namespace detail {

@@ -14,7 +14,6 @@
 
 #include "AttentionProbe.h"
 #include "AutogradProbe.h"
-#include "InternalThread.h"
 #include "NodeHooks.h"
 #include "NodeTiming.h"
 #include "Recorder.h"
@@ -25,6 +24,7 @@
 #include "attnscope/core/GeneratedKernel.h"
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/Roofline.h"
+#include "attnscope/reporter/InternalThread.h"
 
 namespace attnscope {
 namespace detail {

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "AttentionProbe.h"
-#include "RoundSource.h"
 #include "TraceBuffer.h"
-#include "Window.h"
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/LinkTable.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
+#include "attnscope/reporter/RoundSource.h"
+#include "attnscope/reporter/Window.h"
 
 namespace attnscope {
 

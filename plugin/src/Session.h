@@ -4,11 +4,11 @@
 
 #include "GpuCollection.h"
 #include "Recorder.h"
-#include "Reporter.h"
-#include "RoundSource.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/Topology.h"
+#include "attnscope/reporter/Reporter.h"
+#include "attnscope/reporter/RoundSource.h"
 
 namespace attnscope {
 namespace detail {

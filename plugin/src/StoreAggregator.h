@@ -7,8 +7,8 @@
 
 #include <c10/util/intrusive_ptr.h>
 
-#include "Aggregator.h"
 #include "C10dKeyValueStore.h"
+#include "attnscope/reporter/Aggregator.h"
 
 namespace attnscope {
 namespace detail {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "attnscope/core/StatsTable.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 namespace attnscope {
 namespace detail {

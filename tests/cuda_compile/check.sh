@@ -81,7 +81,8 @@ flags=(-std=c++20 -fsyntax-only -fPIC -Wall -Wextra -Wno-unused-parameter
   -DATTNSCOPE_VERSION='"0"' -DATTNSCOPE_WITH_PROMETHEUS=0 -DATTNSCOPE_WITH_MPI=0
   -DATTNSCOPE_TORCH_CUDA=1 -DUSE_CUDA
   -DATTNSCOPE_WITH_CUDA=1 -DATTNSCOPE_CUDART_PATH='""' -DATTNSCOPE_CUPTI_PATH='""'
-  -I"$src/core/include" -I"$src/collectors/include" -I"$src/exporters/include" -I"$src/plugin/include"
+  -I"$src/core/include" -I"$src/collectors/include" -I"$src/exporters/include" -I"$src/trace/include"
+  -I"$src/reporter/include" -I"$src/plugin/include"
   -I"$src/plugin/src" -I"$src/examples"
   -isystem "$t/torch/include" -isystem "$t/torch/include/torch/csrc/api/include"
   -isystem "$t/nvidia/cu13/include" -isystem "$cuda_include"

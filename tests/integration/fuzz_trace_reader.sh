@@ -5,13 +5,13 @@
 set -euo pipefail
 src=$1 work=$2 seconds=${3:-30}
 source "$(dirname "$0")/fuzz_clang.sh"  # $clang, or exit 77
-inc=(-I"$src/core/include" -I"$src/exporters/include" -I"$src/analysis/include")
-common=("$src/exporters/src/TraceFormat.cpp" "$src/core/src/OpKind.cpp")
+inc=(-I"$src/core/include" -I"$src/trace/include" -I"$src/analysis/include")
+common=("$src/trace/src/TraceFormat.cpp" "$src/core/src/OpKind.cpp")
 echo "building the fuzz target with $clang"
 "$clang" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined "${inc[@]}" \
   "$src/analysis/fuzz/TraceReaderFuzz.cpp" "$src/analysis/src/TraceReader.cpp" "${common[@]}" \
   -lsqlite3 -o "$work/trace_reader_fuzz"
-"$clang" -std=c++17 -O1 "${inc[@]}" "$src/analysis/fuzz/MakeSeeds.cpp" "$src/exporters/src/TraceStore.cpp" \
+"$clang" -std=c++17 -O1 "${inc[@]}" "$src/analysis/fuzz/MakeSeeds.cpp" "$src/trace/src/TraceStore.cpp" \
   "${common[@]}" -lsqlite3 -o "$work/make_seeds"
 rm -rf "$work/seeds" "$work/corpus"
 mkdir -p "$work/seeds" "$work/corpus"

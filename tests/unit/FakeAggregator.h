@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "Aggregator.h"
-#include "KeyValueStore.h"
 #include "attnscope/core/RankWindow.h"
+#include "attnscope/reporter/Aggregator.h"
+#include "attnscope/reporter/KeyValueStore.h"
 
 namespace attnscope {
 namespace detail {

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "RoundSource.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/reporter/RoundSource.h"
+#include "attnscope/trace/TraceFormat.h"
 
 namespace attnscope {
 namespace detail {

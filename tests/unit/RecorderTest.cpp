@@ -10,7 +10,7 @@
 #include "Recorder.h"
 #include "TraceBuffer.h"
 #include "attnscope/attnscope.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 namespace attnscope {
 namespace detail {

@@ -16,7 +16,7 @@
 
 #include "FakeAggregator.h"
 #include "FakeRoundSource.h"
-#include "Reporter.h"
+#include "attnscope/reporter/Reporter.h"
 
 namespace attnscope {
 namespace detail {

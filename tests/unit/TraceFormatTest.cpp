@@ -1,6 +1,6 @@
 // Unit tests of the trace store's step record: value codes, round trips, and malformed input.
 
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Unit tests of the per-rank trace store: what is written reads back, bytes per step, the size
 // cap, a writer killed mid-commit, and write failures (unwritable directory, file size limit).
 
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceStore.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

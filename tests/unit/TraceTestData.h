@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "attnscope/exporters/TraceFormat.h"
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceFormat.h"
+#include "attnscope/trace/TraceStore.h"
 
 namespace attnscope {
 namespace testdata {

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attnscope/core/RankWindow.h"
-#include "attnscope/exporters/TraceFormat.h"
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceFormat.h"
+#include "attnscope/trace/TraceStore.h"
 
 namespace attnscope {
 namespace analysis {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "KeyValueStore.h"
+#include "attnscope/reporter/KeyValueStore.h"
 
 namespace attnscope {
 namespace detail {

@@ -9,7 +9,7 @@
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/RankWindow.h"
 #include "attnscope/core/StragglerDetector.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 struct sqlite3;
 

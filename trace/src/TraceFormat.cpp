@@ -1,4 +1,4 @@
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/trace/TraceFormat.h"
 
 #include <algorithm>
 #include <cmath>

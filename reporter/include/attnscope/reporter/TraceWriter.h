@@ -4,11 +4,11 @@
 #include <mutex>
 #include <vector>
 
-#include "RoundSource.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/RankWindow.h"
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/reporter/RoundSource.h"
+#include "attnscope/trace/TraceStore.h"
 
 namespace attnscope {
 namespace detail {

@@ -1,4 +1,4 @@
-#include "Reporter.h"
+#include "attnscope/reporter/Reporter.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,11 +6,11 @@
 
 #include <thread>
 
-#include "InternalThread.h"
 #include "attnscope/core/Log.h"
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/StragglerEpisodes.h"
 #include "attnscope/core/UnixTime.h"
+#include "attnscope/reporter/InternalThread.h"
 
 namespace attnscope {
 namespace detail {

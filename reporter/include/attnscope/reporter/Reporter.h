@@ -8,14 +8,14 @@
 #include <string>
 #include <thread>
 
-#include "Aggregator.h"
-#include "RoundSource.h"
-#include "TraceWriter.h"
 #include "attnscope/core/Attribution.h"
 #include "attnscope/core/ClusterReport.h"
 #include "attnscope/core/Config.h"
 #include "attnscope/core/StragglerDetector.h"
 #include "attnscope/core/Topology.h"
+#include "attnscope/reporter/Aggregator.h"
+#include "attnscope/reporter/RoundSource.h"
+#include "attnscope/reporter/TraceWriter.h"
 #if ATTNSCOPE_WITH_PROMETHEUS
 #include "attnscope/exporters/FileSd.h"
 #include "attnscope/exporters/Metrics.h"

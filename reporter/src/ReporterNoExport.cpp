@@ -1,8 +1,8 @@
 // The reporter without Prometheus export: this build has no prometheus-cpp
 // (ATTNSCOPE_WITH_PROMETHEUS off). Nothing is served or pushed, no file_sd file is written, and
 // /control does not exist; a configured port is reported once at start.
-#include "Reporter.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/reporter/Reporter.h"
 
 namespace attnscope {
 namespace detail {

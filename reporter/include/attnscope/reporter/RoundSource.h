@@ -5,11 +5,11 @@
 #include <utility>
 #include <vector>
 
-#include "Window.h"
 #include "attnscope/core/GpuStatus.h"
 #include "attnscope/core/RunInfo.h"
 #include "attnscope/core/StatsTable.h"
-#include "attnscope/exporters/TraceFormat.h"
+#include "attnscope/reporter/Window.h"
+#include "attnscope/trace/TraceFormat.h"
 
 namespace attnscope {
 namespace detail {

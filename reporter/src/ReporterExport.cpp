@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "Reporter.h"
 #include "attnscope/core/Log.h"
+#include "attnscope/reporter/Reporter.h"
 
 namespace attnscope {
 namespace detail {

@@ -1,4 +1,4 @@
-#include "attnscope/exporters/TraceStore.h"
+#include "attnscope/trace/TraceStore.h"
 
 #include <sqlite3.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "InternalThread.h"
+#include "attnscope/reporter/InternalThread.h"
 
 namespace attnscope {
 namespace detail {

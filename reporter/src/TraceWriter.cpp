@@ -1,4 +1,4 @@
-#include "TraceWriter.h"
+#include "attnscope/reporter/TraceWriter.h"
 
 #include <algorithm>
 #include <chrono>
