@@ -72,9 +72,8 @@ void StepController::endStep(bool explicitCall) {
   handler_.addOverheadTicks(ticks() - t0);
 }
 
-bool StepController::openCall() {
-  if (autoStepPending() && !handler_.insideBackwardPass()) endStep(/*explicitCall=*/false);
-  return sampled();
+void StepController::endInferredStep() {
+  if (!handler_.insideBackwardPass()) endStep(/*explicitCall=*/false);
 }
 
 bool StepController::wantsBackwardMarker(uint64_t* step) const {

@@ -99,7 +99,10 @@ class StepController {
   void endStep(bool explicitCall);
   // An attention call opens on this thread: ends the step a backward pass implied (not inside a
   // backward pass: recompute), then returns whether the call is recorded (the step is sampled).
-  bool openCall();
+  bool openCall() {
+    if (autoStepPending()) endInferredStep();  // out of line: the scope's fast path stays inline
+    return sampled();
+  }
   // An unsampled call closed with its results, while steps are inferred from backward passes and
   // backward runs on node hooks (no callback sees the pass): whether its result's node should get
   // a hook that notes the backward pass, at most one per step and thread. When true, `*step` is
@@ -116,6 +119,7 @@ class StepController {
   static constexpr uint64_t kCollectiveEvery = 8;
 
  private:
+  void endInferredStep();
   // mutex_ held: the handler folds the step, the next step's sampling is decided.
   void endLocked(bool explicitCall);
 
