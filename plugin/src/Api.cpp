@@ -103,7 +103,7 @@ void stop() {
 
 void step() {
   detail::Session* s = detail::currentSession();
-  if (s != nullptr) s->step(true);
+  if (s != nullptr) s->steps().endStep(/*explicitCall=*/true);
 }
 
 bool isRunning() { return detail::currentSession() != nullptr; }
@@ -134,9 +134,7 @@ namespace detail {
 Recorder* scopeRecorder() {
   Session* s = currentSession();
   if (s == nullptr) return nullptr;
-  Recorder& r = s->recorder();
-  if (r.autoStepPending() && !insideBackwardPass()) s->step(false);
-  return r.sampled() ? &r : nullptr;
+  return s->steps().openCall() ? &s->recorder() : nullptr;
 }
 }  // namespace detail
 
@@ -165,15 +163,11 @@ void AttentionScope::close(const at::Tensor* outputs, size_t count) {
   // Unsampled: while steps are inferred from backward passes and backward runs on node hooks, no
   // callback sees a backward pass, so the step's first call with history hooks its result's node.
   detail::Session* s = detail::currentSession();
-  if (s == nullptr || count == 0) return;
-  detail::Recorder& r = s->recorder();
-  if (r.explicitSteps() || !r.backwardByHooks()) return;
-  thread_local uint64_t tSeenStep = ~0ULL;
-  const uint64_t step = r.stepIndex();
-  if (tSeenStep == step) return;
+  uint64_t step = 0;
+  if (s == nullptr || count == 0 || !s->steps().wantsBackwardMarker(&step)) return;
   for (size_t i = 0; i < count; ++i) {
-    if (detail::hookBackwardSeen(&r, outputs[i])) {
-      tSeenStep = step;
+    if (detail::hookBackwardSeen(&s->recorder(), outputs[i])) {
+      s->steps().backwardMarkerPlaced(step);
       return;
     }
   }
@@ -181,7 +175,7 @@ void AttentionScope::close(const at::Tensor* outputs, size_t count) {
 
 OpKindScope::OpKindScope(OpKind kind) {
   detail::Recorder* r = detail::currentRecorder();
-  if (r == nullptr || !r->sampled()) return;
+  if (r == nullptr || !r->steps().sampled()) return;
   active_ = detail::Observer::forceKind(kind, &saved_);
 }
 
@@ -191,9 +185,7 @@ OpKindScope::~OpKindScope() {
 
 FusedOpScope::FusedOpScope(const char* layerName) {
   detail::Session* s = detail::currentSession();
-  if (s == nullptr) return;
-  if (s->recorder().autoStepPending() && !detail::insideBackwardPass()) s->step(false);
-  if (!s->recorder().sampled()) return;
+  if (s == nullptr || !s->steps().openCall()) return;
   detail::Observer::beginFusedHint(layerName);
   active_ = true;
 }

@@ -57,8 +57,8 @@ void open(c10::string_view layer, bool backward) {
   if (s == nullptr) return;
   Recorder* r = nullptr;
   if (backward) {
-    s->recorder().noteBackward();  // steps are inferred from backward passes
-    if (s->recorder().sampled()) r = &s->recorder();
+    s->steps().noteBackward();  // steps are inferred from backward passes
+    if (s->steps().sampled()) r = &s->recorder();
   } else {
     r = scopeRecorder();
   }

@@ -35,7 +35,7 @@ using torch::autograd::variable_list;
 class TimingPreHook final : public FunctionPreHook {
  public:
   TimingPreHook(Recorder* recorder, const Link& link, AttentionBackend backend)
-      : recorder_(recorder), link_(link), backend_(backend), step_(recorder->stepIndex()) {}
+      : recorder_(recorder), link_(link), backend_(backend), step_(recorder->steps().stepIndex()) {}
 
   variable_list operator()(const variable_list& grads) override {
     open_ = false;
@@ -43,8 +43,9 @@ class TimingPreHook final : public FunctionPreHook {
     // node (a graph kept with retain_graph and run again: its call's record was folded, and the
     // callback path's table was cleared too), records nothing.
     if (currentRecorder() != recorder_) return grads;
-    recorder_->noteBackward();
-    if (recorder_->stepIndex() != step_ || !recorder_->sampled()) return grads;
+    StepController& steps = recorder_->steps();
+    steps.noteBackward();
+    if (steps.stepIndex() != step_ || !steps.sampled()) return grads;
     const uint64_t entry = nodeTimed() ? ticks() : 0;
     timing_.begin(recorder_, link_, backend_, entry);
     open_ = true;
@@ -88,7 +89,7 @@ class BackwardSeenHook final : public FunctionPreHook {
   explicit BackwardSeenHook(Recorder* recorder) : recorder_(recorder) {}
 
   variable_list operator()(const variable_list& grads) override {
-    if (currentRecorder() == recorder_) recorder_->noteBackward();
+    if (currentRecorder() == recorder_) recorder_->steps().noteBackward();
     return grads;
   }
 

@@ -485,8 +485,9 @@ thread_local uint32_t tBackwardCounter = 0;
 std::unique_ptr<at::ObserverContext> onBackwardStart(const at::RecordFunction& fn) {
   Recorder* s = currentRecorder();
   if (s == nullptr) return nullptr;
-  s->noteBackward();
-  if (!s->sampled()) return nullptr;
+  StepController& steps = s->steps();
+  steps.noteBackward();
+  if (!steps.sampled()) return nullptr;
   const int64_t seq = fn.seqNr();
   if (seq < 0) return nullptr;
   const bool timed = timedCallback(&tBackwardCounter);
@@ -518,12 +519,12 @@ std::unique_ptr<at::ObserverContext> onFusedStart(const at::RecordFunction& fn) 
   const char* name = fn.name();
   if (!isFusedAttentionOp(name)) return nullptr;
   Recorder* s = currentRecorder();
-  if (s == nullptr || !s->sampled()) return nullptr;
+  if (s == nullptr || !s->steps().sampled()) return nullptr;
   std::string layer;
   if (t.fusedHintDepth > 0) {
     layer = t.fusedHint;  // a FusedOpScope names the layer
   } else {
-    const uint64_t mark = s->stepIndex();
+    const uint64_t mark = s->steps().stepIndex();
     if (mark != t.fusedStepMark) {
       t.fusedStepMark = mark;
       t.fusedCounter = 0;
@@ -573,7 +574,7 @@ bool isCollectiveName(const char* name) {
 std::unique_ptr<at::ObserverContext> onCollectiveStart(const at::RecordFunction& fn) {
   if (isInternalThread()) return nullptr;
   Recorder* s = currentRecorder();
-  if (s == nullptr || !s->sampled() || !isCollectiveName(fn.name())) return nullptr;
+  if (s == nullptr || !s->steps().sampled() || !isCollectiveName(fn.name())) return nullptr;
   auto ctx = std::make_unique<CollectiveContext>();
   ctx->recorder = s;
   ctx->t0 = ticks();

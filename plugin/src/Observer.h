@@ -23,7 +23,7 @@ class Recorder;
 //    during sampled steps (and, until the first step() call, on every step to infer step
 //    boundaries from backward passes).
 //  - Collectives: the global callback's USER_SCOPE half; when backward runs on hooks it is
-//    installed only on one sampled step in Recorder::kCollectiveEvery sampled steps.
+//    installed only on one sampled step in StepController::kCollectiveEvery sampled steps.
 //  - A global FUNCTION-scope callback for fused attention ops exists only during sampled steps
 //    and only with ATTNSCOPE_FUSED_OPS=1.
 class Observer {
@@ -57,7 +57,8 @@ class Observer {
   static at::RecordFunctionCallback globalCallback();
   static at::RecordFunctionCallback fusedOpCallback();
   // Installs or removes each of the two global callbacks so that exactly the wanted ones are
-  // installed (Session: at begin, at each step end for the next step, and at finish).
+  // installed. The StepController decides which (through the session: at begin, at each step end
+  // for the next step, and at finish).
   static void setGlobalCallbacks(bool global, bool fused);
 
   // A new session: every thread's shape cache (layer ids are the session's) is stale from now on.

@@ -22,16 +22,17 @@ void setCurrentRecorder(Recorder* recorder) {
   gRecorder.store(recorder, std::memory_order_release);
 }
 
-Recorder::Recorder(const Config& config, const RunInfo& run, bool deviceMemory)
+Recorder::Recorder(const Config& config, const RunInfo& run, bool deviceMemory,
+                   StepController& steps)
     : config_(config),
       deviceMemory_(deviceMemory),
       tracing_(!config.traceDir.empty()),
+      steps_(steps),
       stats_(config.maxLayers),
       window_(config.maxLayers),
       trace_(nowNs()),
       run_(run) {
   windowStartNs_ = nowNs();
-  sampleEvery_.store(config.sampleEvery);
 }
 
 void Recorder::setMachine(const Ceilings& ceilings, const MachineInfo& machine) {
@@ -40,23 +41,12 @@ void Recorder::setMachine(const Ceilings& ceilings, const MachineInfo& machine) 
   run_.machine = machine;
 }
 
-void Recorder::setSampling(bool paused, int64_t sampleEvery) {
-  if (paused != paused_.load() || sampleEvery != sampleEvery_.load()) {
-    ATTNSCOPE_LOG(kInfo, "control: " << (paused ? "recording paused" : "recording")
-                                     << ", sample every " << sampleEvery << " from the next step");
-  }
-  sampleEvery_.store(sampleEvery);
-  paused_.store(paused);
-}
-
 double Recorder::overheadSeconds() const {
   return static_cast<double>(TickClock::toNs(overheadTicks_.load(std::memory_order_relaxed))) *
          1e-9;
 }
 
-bool Recorder::endStep(bool explicitCall) {
-  if (explicitCall) explicitSteps_.store(true);
-  backwardSeen_.store(false);
+void Recorder::endStep(const EndedStep& step) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fold();
@@ -67,22 +57,16 @@ bool Recorder::endStep(bool explicitCall) {
     ++windowSteps_;
     if (run_.stepsSeen == static_cast<uint64_t>(kNothingFoundSteps))
       checkFoundLocked(run_.stepsSeen);
-    if (sampled_.load()) {
+    if (step.sampled) {
       ++run_.stepsSampled;
       ++windowSampledSteps_;
-      if (collectivesObserved_.load(std::memory_order_relaxed)) ++windowCollectiveSteps_;
+      if (step.collectivesObserved) ++windowCollectiveSteps_;
     }
   }
   {
     std::lock_guard<std::mutex> lock(linkMutex_);
     links_.clear();
   }
-  const uint64_t next = stepIndex_.fetch_add(1) + 1;
-  const bool nextSampled =
-      !paused_.load(std::memory_order_relaxed) &&
-      next % static_cast<uint64_t>(sampleEvery_.load(std::memory_order_relaxed)) == 0;
-  sampled_.store(nextSampled);
-  return nextSampled;
 }
 
 int32_t Recorder::layerId(const char* name) {
@@ -105,11 +89,11 @@ void Recorder::addForwardCall(const CallRecord& record, uint64_t forwardThreadId
                               const BackwardEstimate* backward, uint64_t instance, LinkMode mode) {
   if (mode == LinkMode::kNoBackward) numLinks = 0;
   if (numLinks > 0 && mode == LinkMode::kTable) {
-    if (!tableCalls_.load(std::memory_order_relaxed)) tableCalls_.store(true);
+    steps_.noteTableCall();
     std::lock_guard<std::mutex> lock(linkMutex_);
     links_.append(forwardThreadId, links, numLinks);
-  } else if (mode == LinkMode::kHooked && !hookedCalls_.load(std::memory_order_relaxed)) {
-    hookedCalls_.store(true);
+  } else if (mode == LinkMode::kHooked) {
+    steps_.noteHookedCall();
   }
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.add(record);
@@ -277,7 +261,7 @@ RoundSnapshot Recorder::snapshot(const SnapshotRequest& request) {
     shape.changes = shapes_[id].changes;
     s.attentionShapes.emplace_back(s.layerNames[id], shape.encode());
   }
-  s.paused = paused();
+  s.paused = steps_.paused();
   return s;
 }
 
@@ -306,20 +290,15 @@ std::vector<std::string> Recorder::layerNamesFrom(size_t first) {
 
 RunInfo Recorder::runInfoLocked() {
   RunInfo run = run_;
-  run.sampleEvery = sampleEvery_.load(std::memory_order_relaxed);  // the live rate's one owner
-  run.explicitSteps = explicitSteps_.load();
+  run.sampleEvery = steps_.sampleEvery();  // the live rate's one owner
+  run.explicitSteps = steps_.explicitSteps();
   run.memoryReports = CpuAllocatorTracker::allocationsSeen() + DeviceMemoryReporter::reportsSeen();
   run.droppedCalls += stats_.droppedCalls();
   run.overheadSeconds = overheadSeconds();
   run.shapeReads = shapeReads_.load(std::memory_order_relaxed);
   run.shapeChanges = shapeChanges_.load(std::memory_order_relaxed);
   run.layersSeen = stats_.layers().size();
-  const bool hooked = hookedCalls_.load(std::memory_order_relaxed);
-  const bool table = tableCalls_.load(std::memory_order_relaxed);
-  run.backwardObservation = hooked && table ? "node_hooks_and_callback"
-                            : hooked        ? "node_hooks"
-                            : table         ? "callback"
-                                            : "none";
+  run.backwardObservation = steps_.backwardObservation();
   return run;
 }
 

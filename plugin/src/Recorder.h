@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "AttentionProbe.h"
+#include "StepController.h"
 #include "TraceBuffer.h"
 #include "attnscope/collectors/MemoryAccount.h"
 #include "attnscope/core/Config.h"
@@ -45,16 +46,17 @@ enum class LinkMode : uint8_t {
 
 // What the training threads record on this rank, and the one owner of it: the statistics since
 // start and of the current window, the forward→backward link table, the backward records pending
-// until their step ends, the trace buffer, the run's information and the live sampling state
-// (step index, sampled or not, paused, sample-every). The observer's callbacks write into it; the
-// reporter reads it through Session::snapshot(). Needs no LibTorch.
+// until their step ends, the trace buffer and the run's information. Which step is sampled is
+// the StepController's (steps()), which also ends the steps. The observer's callbacks write into
+// it; the reporter reads it through Session::snapshot(). Needs no LibTorch.
 //
 // Locks: mutex_ guards the tables, the window, the pending records, the trace buffer and the run
-// information; linkMutex_ the link table. Sampling state and counters are atomics.
+// information; linkMutex_ the link table. Counters are atomics.
 class Recorder {
  public:
   // `deviceMemory`: accelerator allocator reports are taken (ATTNSCOPE_MEMORY and a CUDA device).
-  Recorder(const Config& config, const RunInfo& run, bool deviceMemory);
+  // `steps` outlives the recorder.
+  Recorder(const Config& config, const RunInfo& run, bool deviceMemory, StepController& steps);
 
   const Config& config() const { return config_; }
   bool deviceMemory() const { return deviceMemory_; }
@@ -67,27 +69,12 @@ class Recorder {
   // The ceilings (calibrated or configured at start) and the machine: set before any step.
   void setMachine(const Ceilings& ceilings, const MachineInfo& machine);
 
-  // --- steps and sampling ---
-  bool sampled() const { return sampled_.load(std::memory_order_relaxed); }
-  bool explicitSteps() const { return explicitSteps_.load(std::memory_order_relaxed); }
-  // Steps are inferred from backward passes until the first explicit step() call.
-  bool autoStepPending() const {
-    return !explicitSteps_.load(std::memory_order_relaxed) &&
-           backwardSeen_.load(std::memory_order_relaxed);
-  }
-  void noteBackward() {
-    if (!backwardSeen_.load(std::memory_order_relaxed)) backwardSeen_.store(true);
-  }
-  // Ends the current step: folds its backward records, ends its trace record, clears the link
-  // table and decides whether the next step is sampled. Returns that decision.
-  bool endStep(bool explicitCall);
-  // Index of the current step (steps ended so far).
-  uint64_t stepIndex() const { return stepIndex_.load(std::memory_order_relaxed); }
-  // Runtime control (rank 0's /control, applied at a round): pause recording or change the rate
-  // from the next step. The live sample-every's one owner.
-  void setSampling(bool paused, int64_t sampleEvery);
-  bool paused() const { return paused_.load(std::memory_order_relaxed); }
-  int64_t sampleEvery() const { return sampleEvery_.load(std::memory_order_relaxed); }
+  // Which steps are sampled and how backward is observed: the step controller decides, the
+  // callbacks ask it through the recorder they loaded.
+  StepController& steps() const { return steps_; }
+  // Ends the current step's records (the step controller, at each boundary): folds its backward
+  // records, ends its trace record, clears the link table and counts the step.
+  void endStep(const EndedStep& step);
 
   // --- calls ---
   // The id of layer `name`, or -1 when ATTNSCOPE_MAX_LAYERS is reached (warned once).
@@ -99,12 +86,6 @@ class Recorder {
                       const LinkTable::Entry* links, size_t numLinks,
                       const BackwardEstimate* backward, uint64_t instance,
                       LinkMode mode = LinkMode::kTable);
-  // True once calls were hooked and none has needed the table since start: backward then needs
-  // no RecordFunction callback (Session::step leaves the global callback out).
-  bool backwardByHooks() const {
-    return hookedCalls_.load(std::memory_order_relaxed) &&
-           !tableCalls_.load(std::memory_order_relaxed);
-  }
   bool findLink(uint64_t forwardThreadId, int64_t sequenceNr, Link* out);
   // `backend`: the fused kernel the node belongs to, kCount when it is not one.
   void addBackwardNode(const Link& link, int64_t ns, const MemoryAccount& account,
@@ -113,15 +94,6 @@ class Recorder {
   // --- attnscope's own cost and the job's collectives ---
   // Time the job's own collectives took (the collective observer, training or comm threads).
   void addCollectiveTime(int64_t ns) { collectiveNs_.fetch_add(ns, std::memory_order_relaxed); }
-  // Whether the collective observer runs through the current step (Session sets it with the
-  // global callback); the window's per-step collective time divides by the steps it ran.
-  void setCollectivesObserved(bool on) {
-    collectivesObserved_.store(on, std::memory_order_relaxed);
-  }
-  // With backward on hooks the global callback would only time collectives, and its mere
-  // presence makes every autograd node's thread-local restore dearer: it is installed on one
-  // sampled step in this many sampled steps.
-  static constexpr uint64_t kCollectiveEvery = 8;
   // attnscope's own time on the training threads (TSC ticks; per-op callbacks are timed one in
   // kOverheadSampling and scaled).
   void addOverheadTicks(uint64_t t) { overheadTicks_.fetch_add(t, std::memory_order_relaxed); }
@@ -170,21 +142,13 @@ class Recorder {
   const Config config_;
   const bool deviceMemory_;
   const bool tracing_;
+  StepController& steps_;
   GpuTimer* gpu_ = nullptr;
-  std::atomic<bool> sampled_{true};
-  std::atomic<bool> explicitSteps_{false};
-  std::atomic<bool> backwardSeen_{false};
   std::atomic<uint64_t> nextInstance_{1};
-  std::atomic<uint64_t> stepIndex_{0};
-  std::atomic<bool> paused_{false};
-  std::atomic<int64_t> sampleEvery_{1};
   std::atomic<uint64_t> overheadTicks_{0};
   std::atomic<uint64_t> shapeReads_{0};
   std::atomic<uint64_t> shapeChanges_{0};
   std::atomic<int64_t> collectiveNs_{0};
-  std::atomic<bool> collectivesObserved_{true};
-  std::atomic<bool> hookedCalls_{false};
-  std::atomic<bool> tableCalls_{false};
 
   std::mutex linkMutex_;
   LinkTable links_;

@@ -43,7 +43,9 @@ void setCurrentSession(Session* session) {
 
 Session::Session(const Config& config, const Topology& topology)
     : topology_(topology),
-      recorder_(config, startInfo(config, topology), config.memory && acceleratorAvailable()),
+      steps_(config, *this),
+      recorder_(config, startInfo(config, topology), config.memory && acceleratorAvailable(),
+                steps_),
       gpu_(recorder_.config(), recorder_) {}
 
 void Session::setReporter(std::unique_ptr<Reporter> reporter) { reporter_ = std::move(reporter); }
@@ -54,31 +56,19 @@ void Session::begin() {
   if (config().memory) CpuAllocatorTracker::install();
   gpu_.start();
   recorder_.setGpu(gpu_.active());
-  Observer::setGlobalCallbacks(/*global=*/true, /*fused=*/config().fusedOps);
+  steps_.begin();
 }
 
-void Session::step(bool explicitCall) {
-  const uint64_t t0 = ticks();
+void Session::stepEnded(const EndedStep& step) {
   gpu_.stepEnded();
-  const bool nextSampled = recorder_.endStep(explicitCall);
-  // With backward on node hooks (NodeHooks.h) the global callback only times collectives: one
-  // sampled step in Recorder::kCollectiveEvery sampled steps (at sample-every 10, one step in 80,
-  // rather than every sampled step). Otherwise it observes backward nodes on sampled
-  // steps and, until step() is called, infers step boundaries from backward passes on every step;
-  // its collective half checks for a sampled step itself.
-  bool global = false;
-  if (recorder_.backwardByHooks()) {
-    if (nextSampled && ++sampledSinceCollective_ >= Recorder::kCollectiveEvery) {
-      global = true;
-      sampledSinceCollective_ = 0;
-    }
-  } else {
-    global = nextSampled || !recorder_.explicitSteps();
-  }
-  recorder_.setCollectivesObserved(global);
-  Observer::setGlobalCallbacks(global, config().fusedOps && nextSampled);
-  recorder_.addOverheadTicks(ticks() - t0);
+  recorder_.endStep(step);
 }
+
+void Session::setGlobalCallbacks(bool global, bool fused) {
+  Observer::setGlobalCallbacks(global, fused);
+}
+
+bool Session::insideBackwardPass() const { return detail::insideBackwardPass(); }
 
 static void setGpuTiming(const GpuStatus& gpu, RunInfo* run) {
   run->gpuTiming = gpuTimingName(gpu.source);
@@ -113,13 +103,7 @@ bool Session::clusterReport(ClusterReport* out) {
 }
 
 void Session::finish() {
-  // A step inferred from backward passes ends at the next step's first attention call; the run's
-  // last step has none, so it ends here (the summary's steps_seen counts it).
-  if (recorder_.autoStepPending()) {
-    gpu_.stepEnded();
-    recorder_.endStep(/*explicitCall=*/false);
-  }
-  Observer::setGlobalCallbacks(false, false);
+  steps_.finish();
   CpuAllocatorTracker::setEnabled(false);
   const GpuStatus gpu = gpu_.status({});  // the source in use, before stop() turns it off
   gpu_.stop();

@@ -139,7 +139,7 @@ TEST_F(ObserverTest, BackwardCountEqualsForwardCountPerLayerAndKind) {
 }
 
 // The same figures with backward on node hooks, and no global callback on the steps between the
-// collective observer's (one in Recorder::kCollectiveEvery = 8).
+// collective observer's (one in StepController::kCollectiveEvery = 8).
 TEST_F(ObserverTest, ClosedScopesObserveBackwardThroughNodeHooks) {
   start(quietConfig());
   trainTwoLayers(10, /*close=*/true, [](int i) {

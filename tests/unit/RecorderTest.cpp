@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "FakeStepHandler.h"
 #include "Recorder.h"
 #include "TraceBuffer.h"
 #include "attnscope/attnscope.h"
@@ -32,6 +33,22 @@ CallRecord forwardCall(int32_t layer, int64_t ns, OpKind kind) {
   return r;
 }
 
+// A recorder with its step controller, steps ended as the session ends them.
+struct Recording {
+  explicit Recording(const Config& config)
+      : steps(config, handler), recorder(config, RunInfo(), false, steps) {
+    handler.onStepEnded = [this](const EndedStep& step) { recorder.endStep(step); };
+  }
+  // Ends a step; returns whether the next one is sampled.
+  bool endStep(bool explicitCall) {
+    steps.endStep(explicitCall);
+    return steps.sampled();
+  }
+  FakeStepHandler handler;
+  StepController steps;
+  Recorder recorder;
+};
+
 const PhaseStats* phaseOf(const StatsTable& stats, const std::string& layer, Phase phase) {
   for (const LayerStats& l : stats.layers()) {
     if (l.name == layer) return l.phases[static_cast<int>(phase)].get();
@@ -42,47 +59,51 @@ const PhaseStats* phaseOf(const StatsTable& stats, const std::string& layer, Pha
 TEST(RecorderTest, SamplesEveryNthStepAndCountsSampledSteps) {
   Config config = quietConfig();
   config.sampleEvery = 3;
-  Recorder recorder(config, RunInfo(), false);
-  EXPECT_TRUE(recorder.sampled());  // the first step is always sampled
+  Recording rec(config);
+  Recorder& recorder = rec.recorder;
+  EXPECT_TRUE(rec.steps.sampled());  // the first step is always sampled
   std::vector<bool> next;
-  for (int i = 0; i < 6; ++i) next.push_back(recorder.endStep(true));
+  for (int i = 0; i < 6; ++i) next.push_back(rec.endStep(true));
   EXPECT_EQ(next, (std::vector<bool>{false, false, true, false, false, true}));
   const RunInfo run = recorder.runInfo();
   EXPECT_EQ(run.stepsSeen, 6u);
   EXPECT_EQ(run.stepsSampled, 2u);  // steps 0 and 3
   EXPECT_EQ(run.sampleEvery, 3);
   EXPECT_TRUE(run.explicitSteps);
-  EXPECT_EQ(recorder.stepIndex(), 6u);
+  EXPECT_EQ(rec.steps.stepIndex(), 6u);
 }
 
 TEST(RecorderTest, ControlPausesAndChangesTheLiveRateItsReadersShow) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
-  recorder.setSampling(/*paused=*/true, 1);
-  EXPECT_FALSE(recorder.endStep(true));
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
+  rec.steps.setSampling(/*paused=*/true, 1);
+  EXPECT_FALSE(rec.endStep(true));
   EXPECT_TRUE(recorder.snapshot(SnapshotRequest{}).paused);
-  recorder.setSampling(false, 4);
-  EXPECT_FALSE(recorder.endStep(true));  // step 2
-  EXPECT_FALSE(recorder.endStep(true));  // step 3
-  EXPECT_TRUE(recorder.endStep(true));   // step 4
+  rec.steps.setSampling(false, 4);
+  EXPECT_FALSE(rec.endStep(true));  // step 2
+  EXPECT_FALSE(rec.endStep(true));  // step 3
+  EXPECT_TRUE(rec.endStep(true));   // step 4
   EXPECT_EQ(recorder.runInfo().sampleEvery, 4);
   EXPECT_EQ(recorder.snapshot(SnapshotRequest{}).run.sampleEvery, 4);
 }
 
 TEST(RecorderTest, StepsAreInferredFromBackwardUntilAnExplicitStep) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
-  EXPECT_FALSE(recorder.autoStepPending());
-  recorder.noteBackward();
-  EXPECT_TRUE(recorder.autoStepPending());
-  recorder.endStep(false);
-  EXPECT_FALSE(recorder.autoStepPending());
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
+  EXPECT_FALSE(rec.steps.autoStepPending());
+  rec.steps.noteBackward();
+  EXPECT_TRUE(rec.steps.autoStepPending());
+  rec.endStep(false);
+  EXPECT_FALSE(rec.steps.autoStepPending());
   EXPECT_FALSE(recorder.runInfo().explicitSteps);
-  recorder.endStep(true);
-  recorder.noteBackward();
-  EXPECT_FALSE(recorder.autoStepPending());  // explicit steps from now on
+  rec.endStep(true);
+  rec.steps.noteBackward();
+  EXPECT_FALSE(rec.steps.autoStepPending());  // explicit steps from now on
 }
 
 TEST(RecorderTest, BackwardNodesLinkedToACallFoldIntoOneBackwardCallAtTheStepEnd) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
   const int32_t layer = recorder.layerId("layers.0.attn");
   ASSERT_EQ(layer, 0);
   const uint64_t instance = recorder.newInstance();
@@ -98,7 +119,7 @@ TEST(RecorderTest, BackwardNodesLinkedToACallFoldIntoOneBackwardCallAtTheStepEnd
   recorder.addBackwardNode(links[0].second, 300, account);
   recorder.addBackwardNode(links[1].second, 200, account);
   EXPECT_EQ(phaseOf(recorder.statistics(), "layers.0.attn", Phase::kBackward), nullptr);
-  recorder.endStep(true);
+  rec.endStep(true);
   const StatsTable stats = recorder.statistics();
   const PhaseStats* backward = phaseOf(stats, "layers.0.attn", Phase::kBackward);
   ASSERT_NE(backward, nullptr);
@@ -110,7 +131,8 @@ TEST(RecorderTest, BackwardNodesLinkedToACallFoldIntoOneBackwardCallAtTheStepEnd
 }
 
 TEST(RecorderTest, AnEstimateWithoutTimedNodesMakesNoBackwardCall) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
   const int32_t layer = recorder.layerId("l");
   const uint64_t instance = recorder.newInstance();
   const LinkTable::Entry link{3, Link{instance, layer, OpKind::kQkvProjection, true}};
@@ -118,18 +140,19 @@ TEST(RecorderTest, AnEstimateWithoutTimedNodesMakesNoBackwardCall) {
   estimate[static_cast<int>(OpKind::kQkvProjection)] = BackwardEstimate{1, 1, 4e6, 1e5, 4e6};
   recorder.addForwardCall(forwardCall(layer, 1000, OpKind::kQkvProjection), 1, &link, 1,
                           estimate.data(), instance);
-  recorder.endStep(true);  // evaluation: forward only
+  rec.endStep(true);  // evaluation: forward only
   EXPECT_EQ(phaseOf(recorder.statistics(), "l", Phase::kBackward), nullptr);
   EXPECT_NE(phaseOf(recorder.statistics(), "l", Phase::kForward), nullptr);
 }
 
 TEST(RecorderTest, AWindowIsHandedOverOnceAndANewOneStarts) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
   const int32_t layer = recorder.layerId("a");
   recorder.addForwardCall(forwardCall(layer, 500, OpKind::kSoftmax), 1, nullptr, 0, nullptr, 1);
   recorder.addCollectiveTime(2'000'000'000);
-  recorder.endStep(true);
-  recorder.endStep(true);
+  rec.endStep(true);
+  rec.endStep(true);
   RoundSnapshot first = recorder.snapshot(SnapshotRequest{/*endWindow=*/true, false});
   EXPECT_EQ(first.window.steps, 2u);
   EXPECT_EQ(first.window.sampledSteps, 2u);
@@ -149,7 +172,8 @@ TEST(RecorderTest, AWindowIsHandedOverOnceAndANewOneStarts) {
 TEST(RecorderTest, LayersBeyondTheCapAreCountedNotRecorded) {
   Config config = quietConfig();
   config.maxLayers = 2;
-  Recorder recorder(config, RunInfo(), false);
+  Recording rec(config);
+  Recorder& recorder = rec.recorder;
   EXPECT_EQ(recorder.layerId("a"), 0);
   EXPECT_EQ(recorder.layerId("b"), 1);
   EXPECT_EQ(recorder.layerId("c"), -1);
@@ -160,22 +184,25 @@ TEST(RecorderTest, LayersBeyondTheCapAreCountedNotRecorded) {
 }
 
 TEST(RecorderTest, NothingFoundIsSetAfterTheStepsWithNoCallAndAtFinishOfAShortRun) {
-  Recorder recorder(quietConfig(), RunInfo(), false);
-  for (int i = 0; i + 1 < kNothingFoundSteps; ++i) recorder.endStep(true);
+  Recording rec(quietConfig());
+  Recorder& recorder = rec.recorder;
+  for (int i = 0; i + 1 < kNothingFoundSteps; ++i) rec.endStep(true);
   EXPECT_FALSE(recorder.runInfo().nothingFound);
-  recorder.endStep(true);
+  rec.endStep(true);
   EXPECT_TRUE(recorder.runInfo().nothingFound);
 
-  Recorder shortRun(quietConfig(), RunInfo(), false);
-  shortRun.endStep(true);
+  Recording shortRec(quietConfig());
+  Recorder& shortRun = shortRec.recorder;
+  shortRec.endStep(true);
   shortRun.finish();
   EXPECT_TRUE(shortRun.runInfo().nothingFound);
   EXPECT_GT(shortRun.runInfo().stopUnixSeconds, 0.0);
 
-  Recorder found(quietConfig(), RunInfo(), false);
+  Recording foundRec(quietConfig());
+  Recorder& found = foundRec.recorder;
   found.addForwardCall(forwardCall(found.layerId("x"), 1, OpKind::kOther), 1, nullptr, 0, nullptr,
                        1);
-  for (int i = 0; i < kNothingFoundSteps; ++i) found.endStep(true);
+  for (int i = 0; i < kNothingFoundSteps; ++i) foundRec.endStep(true);
   found.finish();
   EXPECT_FALSE(found.runInfo().nothingFound);
 }
@@ -184,12 +211,13 @@ TEST(RecorderTest, TracingEncodesSampledStepsForTheReporterToTake) {
   Config config = quietConfig();
   config.traceDir = "/unused";  // tracing on; the recorder writes nothing itself
   config.sampleEvery = 2;
-  Recorder recorder(config, RunInfo(), false);
+  Recording rec(config);
+  Recorder& recorder = rec.recorder;
   const int32_t layer = recorder.layerId("a");
   recorder.addForwardCall(forwardCall(layer, 100, OpKind::kSoftmax), 1, nullptr, 0, nullptr, 1);
   recorder.addForwardCall(forwardCall(layer, 300, OpKind::kSoftmax), 1, nullptr, 0, nullptr, 2);
-  recorder.endStep(true);  // step 0, sampled: one record
-  recorder.endStep(true);  // step 1, not sampled: nothing recorded, nothing encoded
+  rec.endStep(true);  // step 0, sampled: one record
+  rec.endStep(true);  // step 1, not sampled: nothing recorded, nothing encoded
   RoundSnapshot s = recorder.snapshot(SnapshotRequest{false, /*takeTraceSteps=*/true});
   ASSERT_EQ(s.traceSteps.size(), 1u);
   EXPECT_EQ(s.traceSteps[0].step, 0u);
