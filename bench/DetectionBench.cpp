@@ -7,13 +7,16 @@
 // (forward / backward seconds = the sum over layers of typicalSecondsPerStep of the call cell,
 // with the statistic under test); each rank compares its table with the others' (the summed table
 // less its own, through flatten/fromFlat, as the reporter's all-reduce delivers it) with
-// compareCells and reports the result one window later, as the reporter does; rank 0's
+// compareCells against the others' sum of the window before and sends the result with the window,
+// as the reporter does; rank 0's
 // StragglerDetector (options from Config's defaults) makes the rounds and updateEpisodes the
 // episodes.
 //
 //   build/bench/detection_bench [--trials 30] [--sizes 64,1024,16384]
 //       [--profiles measured,oversubscribed,heavy] [--seed 1] [--by-slowed] [--json FILE]
-//       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default Config's, 1.3)
+//       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default Config's)
+//       [--cell-sigmas Z]   # ATTNSCOPE_CELL_OUTLIER_SIGMAS for the run (default Config's)
+//       [--cell-min-share S]   # ATTNSCOPE_CELL_OUTLIER_MIN_SHARE for the run (default Config's)
 //       [--steps-per-window N]   # 20 (a 1 s window of the example); 200 is the default 10 s
 // prints a Markdown table (rows pooled over 1-3 slowed ranks; --by-slowed: one row per count);
 // --json writes one record per condition and slowed count. Each size and profile is independent
@@ -62,7 +65,8 @@
 // - false findings per 1,000 rank-windows (all false episodes over all rank-windows scored);
 //   episodes per injection (findings on a detected slowed rank: 1 is one unbroken episode);
 //   latency: windows from the injection's start to the first round flagging it, that round
-//   included (a straggler needs 3 windows; a cell 4, as the cell travels one window behind).
+//   included (a straggler needs 3 windows, and so does a cell: each window is compared with the
+//   others' of the window before, so the cell goes out with its own window).
 // - measured factor: the injected cell's (or the slowed layer's whole forward call's) typical time
 //   on the slowed rank over the others' (merged histogram), median over injected rank-windows.
 // - true rank factor: how much the injection moves the rank's noise-free attention time: what the
@@ -127,8 +131,8 @@ constexpr OpKind kKindOf[kKinds] = {OpKind::kQkvProjection, OpKind::kScoreMatmul
 // Median per-call time of each op kind in the example (2 ranks), forward and backward.
 constexpr double kBaseSeconds[kPhases][kKinds] = {{145e-6, 100e-6, 71e-6, 80e-6, 112e-6},
                                                   {215e-6, 113e-6, 41e-6, 112e-6, 103e-6}};
-// --cell-factor: ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (0: Config's default).
-double gCellFactor = 0;
+// The cell-outlier limits of the run: Config's defaults, or --cell-factor / --cell-sigmas.
+attnscope::CellOutlierLimits gLimits = attnscope::cellOutlierLimits(attnscope::Config{});
 constexpr int kStatistics = 3;
 constexpr Typical kStatistic[kStatistics] = {Typical::kFastHalfMean, Typical::kMedian,
                                              Typical::kMean};
@@ -469,10 +473,8 @@ StatsTable othersOf(const StatsTable& mine, const std::vector<double>& sum) {
 // compareCells as the reporter calls it, with the cell named last window kept.
 CellComparison compare(const StatsTable& mine, const StatsTable& others, int ranks,
                        const CellComparison& pending, Typical statistic) {
-  static const attnscope::Config config;
   return attnscope::compareCells(mine, gSteps, others, static_cast<uint64_t>(gSteps) * (ranks - 1),
-                                 gCellFactor > 0 ? gCellFactor : config.cellOutlierFactor,
-                                 config.cellOutlierMinShare, pending.outlier, statistic);
+                                 gLimits, pending.outlier, statistic);
 }
 
 // Pass 1: the injection-free sums and scalars of every rank, and the shared healthy comparisons.
@@ -496,17 +498,20 @@ void passOne(Trial* t, const Profile& p) {
   for (int i = 0; i < kStatistics; ++i) {
     t->healthyCells[i].assign(kWindows, std::vector<CellComparison>(t->evaluated.size()));
   }
-  std::vector<CellComparison> pending(t->evaluated.size() * kStatistics);
-  for (int w = 0; w < kWindows; ++w) {
-    for (size_t e = 0; e < t->evaluated.size(); ++e) {
-      const int r = t->evaluated[e];
-      const StatsTable mine = rankWindow(p, t->seed, r, w, t->crowded[r], none);
-      const StatsTable others = othersOf(mine, t->sum[w]);
+  std::vector<CellComparison> last(t->evaluated.size() * kStatistics);
+  for (size_t e = 0; e < t->evaluated.size(); ++e) {
+    const int r = t->evaluated[e];
+    StatsTable before = rankWindow(p, t->seed, r, 0, t->crowded[r], none);
+    for (int w = 1; w < kWindows; ++w) {
+      // This window against the others' of the window before, as the reporter compares.
+      const StatsTable others = othersOf(before, t->sum[w - 1]);
+      StatsTable mine = rankWindow(p, t->seed, r, w, t->crowded[r], none);
       for (int i = 0; i < kStatistics; ++i) {
-        CellComparison& c = pending[e * kStatistics + i];
+        CellComparison& c = last[e * kStatistics + i];
         c = compare(mine, others, n, c, kStatistic[i]);
         t->healthyCells[i][w][e] = c;
       }
+      before = std::move(mine);
     }
   }
 }
@@ -582,7 +587,8 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
   // every healthy one.
   std::vector<int> exact(t.slowed.begin(), t.slowed.end());
   if (t.exactHealthy) exact.insert(exact.end(), t.evaluated.begin(), t.evaluated.end());
-  std::vector<CellComparison> pending(exact.size() * kStatistics);
+  std::vector<CellComparison> last(exact.size() * kStatistics);
+  std::vector<StatsTable> othersBefore(exact.size());  // each compared rank's others, window before
   std::vector<RankWindow> windows(n);
   std::vector<std::vector<int>> firstStraggler(kStatistics, std::vector<int>(k, -1));
   std::vector<std::vector<int>> firstCell(kStatistics, std::vector<int>(k, -1));
@@ -610,13 +616,16 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
                                   : rankWindow(p, t.seed, r, w, t.crowded[r], Injection{});
       exactScalars[e] =
           slowedRank && injecting ? scalarsOf(mine) : t.scalars[static_cast<size_t>(w) * n + r];
-      const StatsTable others = othersOf(mine, sum);
+      StatsTable others = othersOf(mine, sum);
       for (int i = 0; i < kStatistics; ++i) {
-        now[i][e] = compare(mine, others, n, pending[e * kStatistics + i], kStatistic[i]);
+        if (w > 0) {
+          now[i][e] = compare(mine, othersBefore[e], n, last[e * kStatistics + i], kStatistic[i]);
+        }
         if (slowedRank && injecting) {
           (*tallies)[i].factors.push_back(measuredFactor(mine, others, inj[e], kStatistic[i]));
         }
       }
+      othersBefore[e] = std::move(others);
     }
     for (int i = 0; i < kStatistics; ++i) {
       for (int r = 0; r < n; ++r) {
@@ -630,17 +639,17 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
         rw.forwardSeconds = s.forward[i];
         rw.backwardSeconds = s.backward[i];
       }
-      // Cells travel one window behind: this round carries the previous window's comparison.
-      if (!t.exactHealthy && w > 0) {
+      // Each round carries the window's own comparison (against the others' window before).
+      if (!t.exactHealthy) {
         for (size_t e = 0; e < t.evaluated.size(); ++e) {
-          setCell(&windows[t.evaluated[e]], t.healthyCells[i][w - 1][e]);
+          setCell(&windows[t.evaluated[e]], t.healthyCells[i][w][e]);
         }
       }
       for (size_t e = 0; e < exact.size(); ++e) {
         RankWindow& rw = windows[exact[e]];
         rw.forwardSeconds = exactScalars[e].forward[i];
         rw.backwardSeconds = exactScalars[e].backward[i];
-        setCell(&rw, pending[e * kStatistics + i]);
+        setCell(&rw, now[i][e]);
       }
       const ClusterRound& round = detectors[i].update(windows, 10.0 * (w + 1));
       episodes[i].update(round);
@@ -654,7 +663,7 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
       }
     }
     for (size_t e = 0; e < exact.size(); ++e) {
-      for (int i = 0; i < kStatistics; ++i) pending[e * kStatistics + i] = now[i][e];
+      for (int i = 0; i < kStatistics; ++i) last[e * kStatistics + i] = now[i][e];
     }
   }
   // Scoring.
@@ -778,23 +787,30 @@ Options parse(int argc, char** argv) {
       o.bySlowed = true;
     } else if (a == "--json") {
       o.json = value();
-    } else if (a == "--cell-factor") {
+    } else if (a == "--cell-factor" || a == "--cell-sigmas" || a == "--cell-min-share") {
+      const bool factor = a == "--cell-factor", share = a == "--cell-min-share";
       const std::string v = value();
       char* end = nullptr;
-      gCellFactor = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(gCellFactor > 1) || gCellFactor > 100) {
-        throw std::invalid_argument("--cell-factor " + v +
-                                    ": expected a number above 1, at most 100");
+      const double x = std::strtod(v.c_str(), &end);
+      const double most = share ? 1 : 100;
+      if (v.empty() || *end != '\0' || !(factor ? x > 1 : x >= 0) || x > most) {
+        throw std::invalid_argument(a + " " + v +
+                                    (factor  ? ": expected a number above 1, at most 100"
+                                     : share ? ": expected a number from 0 to 1"
+                                             : ": expected a number from 0 to 100"));
       }
+      (factor ? gLimits.factor : share ? gLimits.minShare : gLimits.sigmas) = x;
     } else if (a == "--steps-per-window") {
       gSteps = positive(a, value(), 100000);
     } else if (a == "--quick") {
       o.quick = true;
     } else {
-      throw std::invalid_argument("unknown argument " + a +
-                                  " (allowed: --trials N, --seed N, --sizes A,B, --profiles "
-                                  "measured,oversubscribed,heavy, --by-slowed, --json FILE, "
-                                  "--cell-factor F, --steps-per-window N, --quick)");
+      throw std::invalid_argument(
+          "unknown argument " + a +
+          " (allowed: --trials N, --seed N, --sizes A,B, --profiles "
+          "measured,oversubscribed,heavy, --by-slowed, --json FILE, "
+          "--cell-factor F, --cell-sigmas Z, --cell-min-share S, --steps-per-window N, "
+          "--quick)");
     }
   }
   if (o.quick) {
@@ -898,16 +914,18 @@ void printTable(const std::vector<Row>& rows, int trials, bool bySlowed) {
           injected ? fmt("%.3f", median(t.trueRankFactors)).c_str() : "–");
     }
   }
-  std::printf("\n%d trials per condition.\n", trials);
+  std::printf(
+      "\n%d trials per condition; %d steps a window; cell limits: factor %.3g, sigmas %.3g, "
+      "share %.3g.\n",
+      trials, gSteps, gLimits.factor, gLimits.sigmas, gLimits.minShare);
 }
 
 void writeJson(const std::string& path, const std::vector<Row>& rows, const Options& o) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json " + path + ": cannot write");
   out << "{\"trials\": " << o.trials << ", \"seed\": " << o.seed << ", \"windows\": " << kWindows
-      << ", \"steps_per_window\": " << gSteps << ", \"cell_outlier_factor\": "
-      << (gCellFactor > 0 ? gCellFactor : attnscope::Config{}.cellOutlierFactor)
-      << ", \"rows\": [\n";
+      << ", \"steps_per_window\": " << gSteps << ", \"cell_outlier_factor\": " << gLimits.factor
+      << ", \"cell_outlier_sigmas\": " << gLimits.sigmas << ", \"rows\": [\n";
   for (size_t r = 0; r < rows.size(); ++r) {
     const Row& row = rows[r];
     for (int i = 0; i < kStatistics; ++i) {

@@ -14,20 +14,6 @@ namespace analysis {
 namespace detail {
 namespace {
 
-// A number from the run's "config" metadata ({"hang_s": 300, ...}); NaN when absent.
-double configNumber(const RankTrace* t, const std::string& key) {
-  if (t == nullptr) return std::numeric_limits<double>::quiet_NaN();
-  const auto it = t->meta.find("config");
-  if (it == t->meta.end()) return std::numeric_limits<double>::quiet_NaN();
-  const std::string& json = it->second;
-  const size_t at = json.find("\"" + key + "\":");
-  if (at == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
-  const char* begin = json.c_str() + at + key.size() + 3;
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end != begin && std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN();
-}
-
 // A rank-local layer id as an index into the merged layer names (-1: none or unknown).
 int32_t globalLayer(const RankTrace& t, int32_t id,
                     const std::unordered_map<std::string, int>& layerIndex) {
@@ -50,16 +36,29 @@ class QuietLog {
 
 }  // namespace
 
+double runConfigNumber(const RankTrace* t, const std::string& key) {
+  if (t == nullptr) return std::numeric_limits<double>::quiet_NaN();
+  const auto it = t->meta.find("config");
+  if (it == t->meta.end()) return std::numeric_limits<double>::quiet_NaN();
+  const std::string& json = it->second;
+  const size_t at = json.find("\"" + key + "\":");
+  if (at == std::string::npos) return std::numeric_limits<double>::quiet_NaN();
+  const char* begin = json.c_str() + at + key.size() + 3;
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end != begin && std::isfinite(v) ? v : std::numeric_limits<double>::quiet_NaN();
+}
+
 StragglerOptions replayOptions(const RankTrace* rank0, double threshold, int windows) {
   StragglerOptions o;
   o.threshold = threshold;
   o.windows = windows;
-  const double exitThreshold = configNumber(rank0, "straggler_exit_threshold");
+  const double exitThreshold = runConfigNumber(rank0, "straggler_exit_threshold");
   o.exitThreshold =
       exitThreshold > 1 && exitThreshold <= threshold ? exitThreshold : 1 + (threshold - 1) / 2;
-  const double exitWindows = configNumber(rank0, "straggler_exit_windows");
+  const double exitWindows = runConfigNumber(rank0, "straggler_exit_windows");
   o.exitWindows = exitWindows >= 1 && exitWindows <= 1000 ? static_cast<int>(exitWindows) : 3;
-  const double hang = configNumber(rank0, "hang_s");
+  const double hang = runConfigNumber(rank0, "hang_s");
   o.hangSeconds = hang > 0 ? hang : 300;
   o.minSampledSteps = 3;  // as rank 0's detector (Reporter)
   return o;

@@ -33,6 +33,9 @@ struct Replay {
   std::vector<StragglerFinding> stragglers, hangs, cellOutliers;
 };
 
+// A number from the run's "config" metadata ({"hang_s": 300, ...}); NaN when absent.
+double runConfigNumber(const RankTrace* rank0, const std::string& key);
+
 // The detector's settings for the replay: the report's threshold and window count, the rest as
 // the run had them (its "config" metadata), else the defaults.
 StragglerOptions replayOptions(const RankTrace* rank0, double threshold, int windows);

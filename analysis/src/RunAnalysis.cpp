@@ -45,7 +45,7 @@ int slotOf(int layer, Phase phase) { return layer * kNumPhases + static_cast<int
 
 // The typical time per step of per-step figures: the live statistic (Typical::kFastHalfMean, the
 // mean of the faster half) over exact values.
-double typical(std::vector<double> v) { return lowerMean(std::move(v), 0.5); }
+double typical(std::vector<double> v) { return lowerMean(std::move(v), kFastHalf); }
 
 // A rank's typical attention time per step over the steps `idx`: per (layer, phase) the typical
 // time per step, summed, as the live detector's (typical call x calls per step). A statistic of
@@ -334,7 +334,8 @@ const char* rankOutcomeName(RankOutcome s) {
 }
 
 Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& traces,
-                    const std::vector<SkippedFile>& skipped, const AnalysisOptions& options) {
+                    const std::vector<SkippedFile>& skipped, const AnalysisOptions& given) {
+  AnalysisOptions options = given;
   Analysis a;
   a.traceDir = traceDir;
   a.skipped = skipped;
@@ -509,6 +510,12 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   // The live detector, replayed from the windows every rank recorded: where the files have them,
   // the scores, straggler episodes and cell outliers below are the live ones by construction.
   const auto rank0 = byRank.find(0);
+  // The cell factor: the run's own (what its live detector applied), unless one was given.
+  if (!(options.cellFactor > 0)) {
+    const double live = detail::runConfigNumber(rank0 == byRank.end() ? nullptr : rank0->second,
+                                                "cell_outlier_factor");
+    options.cellFactor = live > 1 ? live : Config{}.cellOutlierFactor;
+  }
   const detail::Replay replay =
       detail::replayDetector(byRank, a.worldSize, a.layerNames, layerIndex,
                              detail::replayOptions(rank0 == byRank.end() ? nullptr : rank0->second,

@@ -6,21 +6,55 @@
 
 namespace attnscope {
 
-double lowerMean(const LogHistogram& h, double fraction) {
-  if (h.count() == 0) return 0.0;
-  const double want =
-      std::max(1.0, std::clamp(fraction, 0.0, 1.0) * static_cast<double>(h.count()));
-  double taken = 0, sum = 0;
-  for (int i = 0; i < LogHistogram::kNumBuckets && taken < want; ++i) {
-    const uint64_t n = h.buckets()[i];
-    if (n == 0) continue;
+Estimate lowerMeanEstimate(const LogHistogram& h, double fraction) {
+  const uint64_t n = h.count();
+  if (n == 0) return {};
+  const double p = std::clamp(fraction, 0.0, 1.0);
+  const double want = std::max(1.0, p * static_cast<double>(n));
+  // Each value read back as its bucket's middle is off by up to kRelativeError either way:
+  // uniform, a variance of (kRelativeError x)^2 / 3 per value.
+  constexpr double kBucketVariance =
+      LogHistogram::kRelativeError * LogHistogram::kRelativeError / 3;
+  double taken = 0, sum = 0, sumSquares = 0, cut = 0;
+  double allSum = 0, allSquares = 0;  // every call, for few calls
+  for (int i = 0; i < LogHistogram::kNumBuckets; ++i) {
+    const uint64_t count = h.buckets()[i];
+    if (count == 0) continue;
     const double mid = std::clamp(
         std::sqrt(LogHistogram::bucketLower(i) * LogHistogram::bucketUpper(i)), h.min(), h.max());
-    const double part = std::min(static_cast<double>(n), want - taken);
-    sum += part * mid;
-    taken += part;
+    const double c = static_cast<double>(count);
+    allSum += c * mid;
+    allSquares += c * mid * mid;
+    if (taken < want) {
+      const double part = std::min(c, want - taken);
+      sum += part * mid;
+      sumSquares += part * mid * mid;
+      taken += part;
+      cut = mid;
+    }
   }
-  return sum / taken;
+  Estimate e;
+  e.value = sum / taken;
+  const double quantization = kBucketVariance * (sumSquares / taken) / taken;
+  double sampling = 0;
+  if (n >= kMinCallsForTrimmedError) {
+    const double kept = taken / static_cast<double>(n);
+    // S2 = mean of (x - cut)^2 over the kept values; D = their mean - cut.
+    const double s2 = sumSquares / taken - 2 * cut * e.value + cut * cut;
+    const double d = e.value - cut;
+    sampling = std::max(0.0, (s2 - kept * d * d) / (static_cast<double>(n) * kept));
+  } else if (n >= 2) {
+    const double mean = allSum / static_cast<double>(n);
+    const double variance =
+        std::max(0.0, (allSquares - n * mean * mean) / static_cast<double>(n - 1));
+    sampling = variance / static_cast<double>(n);
+  }
+  e.standardError = std::sqrt(sampling + quantization);
+  return e;
+}
+
+double lowerMean(const LogHistogram& h, double fraction) {
+  return lowerMeanEstimate(h, fraction).value;
 }
 
 double lowerMean(std::vector<double> values, double fraction) {
@@ -38,7 +72,7 @@ double lowerMean(std::vector<double> values, double fraction) {
 double typicalSecondsPerCall(const LogHistogram& calls, Typical statistic) {
   switch (statistic) {
     case Typical::kFastHalfMean:
-      return lowerMean(calls, 0.5);
+      return lowerMean(calls, kFastHalf);
     case Typical::kMedian:
       return calls.quantile(0.5);
     case Typical::kMean:
@@ -54,10 +88,31 @@ double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps, Typic
          static_cast<double>(sampledSteps);
 }
 
+CellOutlierLimits cellOutlierLimits(const Config& config) {
+  return {config.cellOutlierFactor, config.cellOutlierMinShare, config.cellOutlierSigmas};
+}
+
+namespace {
+
+// A cell's typical time per sampled step with its standard error (kFastHalfMean only; the other
+// statistics are there for comparison and carry none). Calls per step are counted, not estimated.
+Estimate typicalPerStep(const CellStats& cell, uint64_t sampledSteps, Typical statistic) {
+  if (sampledSteps == 0) return {};
+  const LogHistogram& h = cell.seconds;
+  const double callsPerStep = static_cast<double>(h.count()) / static_cast<double>(sampledSteps);
+  if (statistic != Typical::kFastHalfMean) {
+    return {typicalSecondsPerCall(h, statistic) * callsPerStep, 0};
+  }
+  const Estimate perCall = lowerMeanEstimate(h, kFastHalf);
+  return {perCall.value * callsPerStep, perCall.standardError * callsPerStep};
+}
+
+}  // namespace
+
 CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                             const StatsTable& others, uint64_t othersSampledSteps,
-                            double outlierFactor, double outlierMinShare,
-                            const CellOutlierCell& keep, Typical statistic) {
+                            const CellOutlierLimits& limits, const CellOutlierCell& keep,
+                            Typical statistic) {
   CellComparison out;
   if (mySampledSteps == 0 || othersSampledSteps == 0) return out;
   const auto& a = mine.layers();
@@ -73,10 +128,22 @@ CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
       const double layerPhase = typicalSecondsPerStep(pa->call, mySampledSteps, statistic);
       for (int k = 0; k < kNumOpKinds; ++k) {
         if (!pa->kinds[k]) continue;
-        const double own = typicalSecondsPerStep(*pa->kinds[k], mySampledSteps, statistic);
-        const double typical =
-            pc && pc->kinds[k] ? typicalSecondsPerStep(*pc->kinds[k], othersSampledSteps, statistic)
-                               : 0.0;
+        Estimate ownEstimate = typicalPerStep(*pa->kinds[k], mySampledSteps, statistic);
+        const Estimate typicalEstimate =
+            pc && pc->kinds[k] ? typicalPerStep(*pc->kinds[k], othersSampledSteps, statistic)
+                               : Estimate{};
+        const double own = ownEstimate.value, typical = typicalEstimate.value;
+        // A window's own error rests on few calls and comes out low by chance (at 20 calls of the
+        // example's spread, one window in ten reads it 38% low, one in four 25%); the others' calls
+        // of the same cell show its relative spread far better. This rank's error is the larger of
+        // the two readings, so that neither a lucky window nor a rank noisier than the rest passes.
+        if (typical > 0 && own > 0) {
+          const double myCalls = static_cast<double>(pa->kinds[k]->seconds.count());
+          const double theirCalls = static_cast<double>(pc->kinds[k]->seconds.count());
+          ownEstimate.standardError =
+              std::max(ownEstimate.standardError, own * (typicalEstimate.standardError / typical) *
+                                                      std::sqrt(theirCalls / myCalls));
+        }
         const double excess = own - typical;
         if (excess <= 0) continue;
         total += excess;
@@ -86,10 +153,14 @@ CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
           out.attribution.phase = static_cast<Phase>(p);
           out.attribution.kind = static_cast<OpKind>(k);
         }
-        if (typical > 0 && own >= outlierFactor * typical && layerPhase > 0 &&
-            excess >= outlierMinShare * layerPhase) {
+        // Standard error of the difference; 0 where not computed (then any excess is evidence).
+        const double error = std::hypot(ownEstimate.standardError, typicalEstimate.standardError);
+        const double sigmas = error > 0 ? excess / error : 0.0;
+        if (typical > 0 && own >= limits.factor * typical && layerPhase > 0 &&
+            excess >= limits.minShare * layerPhase && (error == 0 || sigmas >= limits.sigmas)) {
           const CellOutlierCell cell{static_cast<int32_t>(l), static_cast<Phase>(p),
-                                     static_cast<OpKind>(k), own / typical, excess / layerPhase};
+                                     static_cast<OpKind>(k),  own / typical,
+                                     excess / layerPhase,     sigmas};
           const bool kept =
               cell.layer == keep.layer && cell.phase == keep.phase && cell.kind == keep.kind;
           if (kept) {

@@ -425,8 +425,11 @@ const std::vector<Setting>& settings() {
           "a rank's (layer, phase, op kind) cell at this factor x the other ranks' time for it..."),
       floatSetting<&Config::cellOutlierMinShare>(
           kEnvCellOutlierMinShare, 0, 1,
-          "...with an excess of at least this share of the rank's time in that layer and phase "
-          "is a cell outlier (for ATTNSCOPE_STRAGGLER_WINDOWS windows)"),
+          "...with an excess of at least this share of the rank's time in that layer and phase..."),
+      floatSetting<&Config::cellOutlierSigmas>(
+          kEnvCellOutlierSigmas, 0, 100,
+          "...and of at least this many standard errors of the difference (0: not required) is "
+          "a cell outlier (for ATTNSCOPE_STRAGGLER_WINDOWS windows)"),
       floatSetting<&Config::hangSeconds>(
           kEnvHangS, 1, 86400,
           "report a rank hung when its step counter stands still this long while others move"),

@@ -313,7 +313,13 @@ void Reporter::round(bool collectives) {
   const Window& w = snap.window;
   cumulative_.merge(w.stats);
   keepWindowCalls(w.stats);
-  RankWindow mine = scalars(w, topology_.rank, pending_);
+  // This window's cells against the others' of the window before, when the layers are the same.
+  cells_ = lastOthersSampled_ > 0 && lastOthers_.layerNames() == w.stats.layerNames()
+               ? compareCells(w.stats, w.sampledSteps, lastOthers_, lastOthersSampled_,
+                              cellOutlierLimits(config_), cells_.outlier)
+               : CellComparison{};
+  lastOthersSampled_ = 0;
+  RankWindow mine = scalars(w, topology_.rank, cells_);
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
   // Trace store: committed before the collectives, which may wait on peers.
   trace_.setWindow(mine, w.stats);
@@ -371,9 +377,8 @@ void Reporter::round(bool collectives) {
     // The other ranks' sum: the all-reduced sum less this rank's own (every figure is a sum).
     std::vector<double> others = w.stats.flatten();
     for (size_t i = 0; i < others.size() && i < flat.size(); ++i) others[i] = flat[i] - others[i];
-    pending_ = compareCells(w.stats, w.sampledSteps, StatsTable::fromFlat(names, others),
-                            clusterSampled - w.sampledSteps, config_.cellOutlierFactor,
-                            config_.cellOutlierMinShare, pending_.outlier);
+    lastOthers_ = StatsTable::fromFlat(names, others);
+    lastOthersSampled_ = clusterSampled - w.sampledSteps;
     std::lock_guard<std::mutex> lock(reportMutex_);
     report_.stats.merge(cluster);
   } else if (!agree) {

@@ -24,7 +24,8 @@ std::string configJson(const Config& c) {
       << ", \"straggler_exit_windows\": " << c.stragglerExitWindows
       << ", \"cell_outlier_factor\": " << c.cellOutlierFactor
       << ", \"cell_outlier_min_share\": " << c.cellOutlierMinShare
-      << ", \"hang_s\": " << c.hangSeconds << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
+      << ", \"cell_outlier_sigmas\": " << c.cellOutlierSigmas << ", \"hang_s\": " << c.hangSeconds
+      << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
   return out.str();
 }
 

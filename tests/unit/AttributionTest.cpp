@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 
 #include "attnscope/core/StatsTable.h"
 
@@ -78,7 +80,7 @@ TEST(FlattenTest, ChecksumFollowsNamesAndOrder) {
 // compareCells with the default outlier limits (ATTNSCOPE_CELL_OUTLIER_FACTOR, _MIN_SHARE).
 CellComparison compare(const StatsTable& mine, uint64_t mySteps, const StatsTable& others,
                        uint64_t otherSteps) {
-  return compareCells(mine, mySteps, others, otherSteps, 1.5, 0.05);
+  return compareCells(mine, mySteps, others, otherSteps, {1.5, 0.05});
 }
 
 TEST(AttributionTest, NamesTheCellWithTheLargestExcess) {
@@ -121,10 +123,10 @@ TEST(AttributionTest, CellOutlierOnARankThatIsNotSlowOverall) {
                                     call(1, Phase::kBackward, OpKind::kSoftmax, 2000000)});
   EXPECT_EQ(compare(twoSlow, 1, others, 3).outlier.layer, 0);  // qkv: 10 ms excess
   const CellOutlierCell softmax{1, Phase::kBackward, OpKind::kSoftmax, 2, 0.5};
-  EXPECT_EQ(compareCells(twoSlow, 1, others, 3, 1.5, 0.05, softmax).outlier.layer, 1);
+  EXPECT_EQ(compareCells(twoSlow, 1, others, 3, {1.5, 0.05}, softmax).outlier.layer, 1);
   // Above either limit it is not one.
-  EXPECT_EQ(compareCells(mine, 1, others, 3, 2.5, 0.02).outlier.layer, -1);
-  EXPECT_EQ(compareCells(mine, 1, others, 3, 1.5, 0.6).outlier.layer, -1);
+  EXPECT_EQ(compareCells(mine, 1, others, 3, {2.5, 0.02}).outlier.layer, -1);
+  EXPECT_EQ(compareCells(mine, 1, others, 3, {1.5, 0.6}).outlier.layer, -1);
 }
 
 TEST(AttributionTest, OneSlowCallDoesNotOutweighEveryCallBeingSlow) {
@@ -165,10 +167,11 @@ TEST(AttributionTest, HalfPreemptedCellIsNoOutlierAndASlowCellKeepsItsFactor) {
     return t;
   };
   const StatsTable mine = build(52, 100, 1000000), others = build(144, 300, 1000000);
-  EXPECT_EQ(compareCells(mine, 100, others, 300, 1.3, 0.02, {}, Typical::kMedian).outlier.layer, 0);
-  EXPECT_EQ(compareCells(mine, 100, others, 300, 1.3, 0.02).outlier.layer, -1);
+  EXPECT_EQ(compareCells(mine, 100, others, 300, {1.3, 0.02}, {}, Typical::kMedian).outlier.layer,
+            0);
+  EXPECT_EQ(compareCells(mine, 100, others, 300, {1.3, 0.02}).outlier.layer, -1);
   const StatsTable slow = build(52, 100, 2000000);
-  const CellComparison c = compareCells(slow, 100, others, 300, 1.3, 0.02);
+  const CellComparison c = compareCells(slow, 100, others, 300, {1.3, 0.02});
   ASSERT_EQ(c.outlier.layer, 0);
   EXPECT_EQ(c.outlier.kind, OpKind::kSoftmax);
   EXPECT_NEAR(c.outlier.factor, 2.24, 2.24 * 2 * LogHistogram::kRelativeError);
@@ -232,5 +235,97 @@ TEST(LowerMeanTest, EdgeCases) {
   EXPECT_DOUBLE_EQ(lowerMean(std::vector<double>{7.0}, 0.5), 7.0);
 }
 
+// Windows of calls with the example's spread (lognormal, sigma 0.27, docs/AGGREGATION.md): the
+// standard error lowerMeanEstimate gives from one window against the spread of the faster half's
+// mean over 2,000 windows, at 20 calls (a 1 s window) and 200 (10 s).
+TEST(LowerMeanTest, StandardErrorIsTheSpreadOfRepeatedWindows) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> calls(std::log(1e-4), 0.27);
+  for (int n : {20, 200}) {
+    std::vector<double> means, errors;
+    for (int w = 0; w < 2000; ++w) {
+      LogHistogram h;
+      for (int i = 0; i < n; ++i) h.add(calls(rng));
+      const Estimate e = lowerMeanEstimate(h, kFastHalf);
+      EXPECT_DOUBLE_EQ(e.value, lowerMean(h, kFastHalf));
+      means.push_back(e.value);
+      errors.push_back(e.standardError);
+    }
+    double mean = 0, squares = 0;
+    for (double m : means) mean += m / means.size();
+    for (double m : means) squares += (m - mean) * (m - mean) / (means.size() - 1);
+    std::sort(errors.begin(), errors.end());
+    const double spread = std::sqrt(squares), typicalError = errors[errors.size() / 2];
+    EXPECT_NEAR(typicalError / spread, 1.0, 0.2) << n << " calls: spread " << spread / mean;
+  }
+  // Identical calls: only the bucket's width is uncertain; few calls: the plain mean's error.
+  const Estimate same = lowerMeanEstimate(histogramOf(std::vector<double>(50, 1e-3)), kFastHalf);
+  EXPECT_GT(same.standardError, 0.0);
+  EXPECT_LT(same.standardError, 1e-3 * LogHistogram::kRelativeError / std::sqrt(25.0));
+  const Estimate few = lowerMeanEstimate(histogramOf({1e-3, 2e-3, 4e-3}), kFastHalf);
+  EXPECT_NEAR(few.standardError, 0.88e-3, 0.88e-3 * 2 * LogHistogram::kRelativeError);
+  EXPECT_EQ(lowerMeanEstimate(LogHistogram(), kFastHalf).standardError, 0.0);
+}
+
+// Calls spread exactly as the example's (lognormal, sigma 0.27): the n quantiles at (i + 1/2) / n.
+std::vector<double> lognormalQuantiles(int n, double median) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) {
+    const double p = (i + 0.5) / n;
+    double lo = -10, hi = 10;  // Phi^-1(p) by bisection
+    for (int k = 0; k < 100; ++k) {
+      const double mid = (lo + hi) / 2;
+      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+    }
+    v.push_back(median * std::exp(0.27 * lo));
+  }
+  return v;
+}
+
+// The evidence limit: a cell 1.15x the others' in every call is an outlier at 2,000 calls a window
+// and is not at 20, where the spread of a window's faster-half mean (7%) is half the difference;
+// the factor alone (sigmas 0) names it at both. Without the evidence limit the fixed factor
+// decides alone, as before.
+TEST(AttributionTest, ASmallFactorNeedsEvidence) {
+  const auto window = [](int steps, double factor) {
+    StatsTable t;
+    t.layerId("a");
+    t.layerId("b");
+    for (double s : lognormalQuantiles(steps, factor * 1e-4)) {
+      t.add(call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(s * 1e9)));
+      t.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
+    }
+    return t;
+  };
+  const CellOutlierLimits evidence{1.1, 0.02, 3}, factorOnly{1.1, 0.02, 0};
+  for (int steps : {20, 2000}) {
+    const StatsTable mine = window(steps, 1.15), others = window(63 * steps, 1.0);
+    const CellComparison withEvidence = compareCells(mine, steps, others, 63 * steps, evidence);
+    const CellComparison without = compareCells(mine, steps, others, 63 * steps, factorOnly);
+    ASSERT_EQ(without.outlier.layer, 0) << steps;
+    EXPECT_EQ(without.outlier.kind, OpKind::kSoftmax);
+    EXPECT_NEAR(without.outlier.factor, 1.15, 1.15 * LogHistogram::kRelativeError);
+    if (steps == 20) {
+      EXPECT_EQ(withEvidence.outlier.layer, -1) << "sigmas " << without.outlier.sigmas;
+      EXPECT_NEAR(without.outlier.sigmas, 0.15 / 0.07, 0.6);
+    } else {
+      ASSERT_EQ(withEvidence.outlier.layer, 0);
+      EXPECT_GT(withEvidence.outlier.sigmas, 10.0);
+    }
+  }
+  // This rank's error is never read below what the others' spread implies: the same 20 calls, all
+  // in one bucket here (no spread of their own), against the others' spread.
+  const double theirs = lowerMean(histogramOf(lognormalQuantiles(63 * 20, 1e-4)), kFastHalf);
+  StatsTable steady;
+  steady.layerId("a");
+  steady.layerId("b");
+  for (int i = 0; i < 20; ++i) {
+    steady.add(
+        call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(1.15 * theirs * 1e9)));
+    steady.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
+  }
+  EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, factorOnly).outlier.layer, 0);
+  EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, evidence).outlier.layer, -1);
+}
 }  // namespace
 }  // namespace attnscope

@@ -111,6 +111,7 @@ TEST(ConfigVariablesTest, ListsExactlyTheDocumentedVariables) {
                                           kEnvStragglerExitWindows,
                                           kEnvCellOutlierFactor,
                                           kEnvCellOutlierMinShare,
+                                          kEnvCellOutlierSigmas,
                                           kEnvHangS,
                                           kEnvRoundTimeoutS,
                                           kEnvStorePort,

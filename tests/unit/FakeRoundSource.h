@@ -20,6 +20,10 @@ class FakeRoundSource final : public RoundSource {
   int callsPerWindow = 8;
   int stepsPerWindow = 4;
   double callSeconds = 0.001;
+  // From this window on (0-based; -1: never) every call is `slowFactor` x slower. Each call is
+  // one softmax op of its full time.
+  int slowFrom = -1;
+  double slowFactor = 3;
 
   RoundSnapshot snapshot(const SnapshotRequest& request) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -36,7 +40,10 @@ class FakeRoundSource final : public RoundSource {
       CallRecord r;
       r.layer = 0;
       r.phase = Phase::kForward;
-      r.ns = static_cast<int64_t>(callSeconds * 1e9);
+      const bool slow = slowFrom >= 0 && windows_ >= slowFrom;
+      r.ns = static_cast<int64_t>(callSeconds * (slow ? slowFactor : 1) * 1e9);
+      r.kinds[static_cast<int>(OpKind::kSoftmax)].ns = r.ns;
+      r.kinds[static_cast<int>(OpKind::kSoftmax)].ops = 1;
       for (int i = 0; i < callsPerWindow; ++i) s.window.stats.add(r);
       lastStep_ += stepsPerWindow;
       s.window.steps = s.window.sampledSteps = stepsPerWindow;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -119,6 +120,46 @@ TEST(ReporterTest, StragglerEpisodeOpensAndCloses) {
   EXPECT_NE(f.description.find("rank 1"), std::string::npos) << f.description;
   EXPECT_FALSE(report.last.ranks[1].straggler);
   EXPECT_TRUE(report.hangs.empty());
+}
+
+// A rank's cell goes out with the window it was found in: each window is compared with the other
+// ranks' of the window before. Here the fake all-reduce makes the others' window equal to this
+// rank's, so the first slow window (3x) is the only one that differs from the others' before it;
+// a cell that travelled one window behind (compared within its window, sent with the next) would
+// never show.
+TEST(ReporterTest, ACellGoesOutWithTheWindowItWasFoundIn) {
+  FakeRoundSource source;
+  source.slowFrom = 3;
+  auto group = std::make_shared<FakeGroup>(0, 4);
+  std::mutex mutex;
+  std::vector<RankWindow> sent;  // rank 0's window of each all-gather
+  group->peerWindow = [&](const RankWindow& mine, int r, int) {
+    if (r == 1) {
+      std::lock_guard<std::mutex> lock(mutex);
+      sent.push_back(mine);
+    }
+    return mine;
+  };
+  Reporter reporter(source, testConfig(), world(0, 4), fake(group));
+  ASSERT_TRUE(eventually([&] { return group->windowGathers() >= 6; }));
+  ASSERT_TRUE(reporter.stop());
+  std::lock_guard<std::mutex> lock(mutex);
+  int named = 0;
+  for (const RankWindow& w : sent) {
+    if (w.sampledSteps == 0) continue;
+    const uint64_t window = w.lastStep / source.stepsPerWindow - 1;  // 0-based
+    if (window == 3) {
+      ++named;
+      EXPECT_EQ(w.cellLayer, 0);
+      EXPECT_EQ(w.cellPhase, Phase::kForward);
+      EXPECT_EQ(w.cellKind, OpKind::kSoftmax);
+      EXPECT_NEAR(w.cellFactor, 3.0, 3.0 * 2 * LogHistogram::kRelativeError);
+      EXPECT_EQ(w.topLayer, 0);
+    } else {
+      EXPECT_EQ(w.cellLayer, -1) << "window " << window;
+    }
+  }
+  EXPECT_EQ(named, 1);
 }
 
 TEST(ReporterTest, ControlGenerationsAreAppliedOnceEach) {

@@ -292,6 +292,57 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
   EXPECT_NE(json.find("\"windows\": 9, \"max_factor\": 3.2"), std::string::npos) << json;
 }
 
+// A run whose live detector used ATTNSCOPE_CELL_OUTLIER_FACTOR=1.1 named a 1.2x cell on rank 1;
+// the report keeps it (it applied its own 1.3 before, and lost the cell), unless a stricter
+// --cell-factor is given.
+TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
+  TempDir dir;
+  for (int r = 0; r < 3; ++r) {
+    std::string error;
+    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
+    ASSERT_NE(store, nullptr) << error;
+    uint64_t step = 0;
+    for (int i = 0; i < 6; ++i) {
+      TraceInterval in;
+      in.layerNames = testdata::layerNames(2);
+      if (i == 0) {
+        in.meta = testdata::meta(r, 3);
+        in.meta.back().second = "{\"aggregation\": \"gloo\", \"cell_outlier_factor\": 1.1}";
+      }
+      const std::vector<TraceCall> calls = testdata::stepCalls(2, 1000);
+      for (int s = 0; s < 20; ++s, ++step)
+        in.steps.push_back(testdata::encoded(step, 1000.0 + 0.01 * (step + 1), 10000000, calls));
+      in.haveWindow = true;
+      in.windowStartUnix = 1000.0 + 0.01 * (step - 20);
+      in.windowEndUnix = 1000.0 + 0.01 * step;
+      in.window.lastStep = step;
+      in.window.steps = in.window.sampledSteps = 20;
+      in.window.forwardSeconds = 1e-3;
+      in.window.backwardSeconds = 2e-3;
+      if (r == 1 && i >= 1) {
+        in.window.cellLayer = 0;
+        in.window.cellPhase = Phase::kForward;
+        in.window.cellKind = OpKind::kSoftmax;
+        in.window.cellFactor = 1.2;
+        in.window.cellShare = 0.05;
+      }
+      if (i == 5) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+      ASSERT_TRUE(store->commit(in, &error)) << error;
+    }
+  }
+  const Analysis a = analyzeDir(dir.path());
+  ASSERT_EQ(a.cellOutliers.size(), 1u);
+  EXPECT_EQ(a.cellOutliers[0].rank, 1);
+  EXPECT_DOUBLE_EQ(a.cellOutliers[0].maxFactor, 1.2);
+  std::vector<analysis::RankTrace> traces;
+  std::vector<analysis::SkippedFile> skipped;
+  std::string error;
+  ASSERT_TRUE(analysis::readTraceDirectory(dir.path(), &traces, &skipped, &error)) << error;
+  analysis::AnalysisOptions strict;
+  strict.cellFactor = 1.3;
+  EXPECT_TRUE(analysis::analyzeRun(dir.path(), traces, skipped, strict).cellOutliers.empty());
+}
+
 // A straggler whose slowdown sags between the exit threshold and the threshold for a few windows
 // (1.5x, then 1.15x for 6 s, then 1.5x again) is one episode, as the live detector's hysteresis
 // keeps it; scored in time bins of its own, the report split it in two.

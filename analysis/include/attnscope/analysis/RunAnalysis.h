@@ -26,8 +26,8 @@ struct AnalysisOptions {
   // A (rank, layer, phase, op kind) cell whose median time per step is at least cellFactor × the
   // median over the other ranks of theirs, by at least cellMinShare of the rank's own time per
   // step in that layer and phase, is a cell outlier (whether or not the rank as a whole is a
-  // straggler).
-  double cellFactor = 1.3;
+  // straggler). 0: the run's own ATTNSCOPE_CELL_OUTLIER_FACTOR (its trace's config), else Config's.
+  double cellFactor = 0;
   double cellMinShare = 0.02;
 
   // Recommendations from the roofline cells (docs/ANALYSIS.md):

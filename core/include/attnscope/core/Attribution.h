@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attnscope/core/Config.h"
 #include "attnscope/core/Export.h"
 #include "attnscope/core/OpKind.h"
 #include "attnscope/core/StatsTable.h"
@@ -26,11 +27,28 @@ struct Attribution {
 // ranks preempted 45% and 55% of the time differ 3x by their medians (docs/AGGREGATION.md,
 // bench/detection_bench). kMedian and kMean remain for that comparison.
 enum class Typical { kFastHalfMean, kMedian, kMean };
+// The share of the calls kFastHalfMean keeps: the live detector and the post-run report both read
+// it from here.
+constexpr double kFastHalf = 0.5;
 
 // Mean of the smallest `fraction` (in (0, 1]) of a histogram's values, each read back as its
 // bucket's geometric middle clamped to [min, max] (the bucket that straddles the cut counts in
 // part); 0 when empty. Unlike a quantile it moves continuously as values cross the cut.
 ATTNSCOPE_API double lowerMean(const LogHistogram& h, double fraction);
+
+// An estimate and its standard error.
+struct Estimate {
+  double value = 0;
+  double standardError = 0;
+};
+// lowerMean and its standard error: the asymptotic variance of a lower trimmed mean,
+// (S2 - p D^2) / (n p), where p is the fraction kept, q the value at the cut, S2 the mean of
+// (x - q)^2 over the kept values and D their mean less q; plus each value's uncertainty inside its
+// bucket (uniform over +-kRelativeError). Below kMinCallsForTrimmedError calls the formula has
+// too little to go on, and the standard error of the plain mean of all calls stands in (larger
+// wherever calls spread, so a cell of few calls needs a larger difference). {0, 0} when empty.
+constexpr uint64_t kMinCallsForTrimmedError = 8;
+ATTNSCOPE_API Estimate lowerMeanEstimate(const LogHistogram& h, double fraction);
 // The same over exact values (the post-run report's per-step figures); NaN when empty.
 ATTNSCOPE_API double lowerMean(std::vector<double> values, double fraction);
 
@@ -49,7 +67,22 @@ struct CellOutlierCell {
   OpKind kind = OpKind::kOther;
   double factor = 0;
   double share = 0;
+  double sigmas = 0;  // its excess in standard errors of the difference (0: not computed)
 };
+
+// What makes a cell an outlier (ATTNSCOPE_CELL_OUTLIER_FACTOR, _MIN_SHARE and _SIGMAS): at least
+// `factor` x the other ranks' typical time, an excess of at least `minShare` of the rank's time in
+// that layer and phase, and an excess of at least `sigmas` standard errors of the difference
+// between the two typical times (the evidence: a window of few calls, or calls spread wide, needs
+// a larger factor; a long window of steady calls can show a small one). sigmas applies to the
+// default statistic (kFastHalfMean) only; 0 turns it off.
+struct CellOutlierLimits {
+  double factor = 1.1;
+  double minShare = 0.02;
+  double sigmas = 0;
+};
+// The limits Config carries (ATTNSCOPE_CELL_OUTLIER_*).
+ATTNSCOPE_API CellOutlierLimits cellOutlierLimits(const Config& config);
 
 struct CellComparison {
   Attribution attribution;
@@ -59,14 +92,13 @@ struct CellComparison {
 // `mine`: this rank's window; `others`: the same window summed over the other ranks (same layer
 // layout: the all-reduced sum less this rank's). Each cell's typical time per step on this rank is
 // compared with the others' (from their merged histogram); the positive differences are the
-// excess the attribution shares out. A cell at or above `outlierFactor` × the others' typical time
-// whose excess is at least `outlierMinShare` of this rank's time per step in that layer and phase
-// is an outlier. The outlier named is the one with the largest excess, unless `keep` (the cell
-// named last window) is still one: several slow cells of similar size then do not take turns,
-// which would restart the detector's count of windows naming the same cell.
+// excess the attribution shares out. A cell within all of `limits` is an outlier. The outlier
+// named is the one with the largest excess, unless `keep` (the cell named last window) is still
+// one: several slow cells of similar size then do not take turns, which would restart the
+// detector's count of windows naming the same cell.
 ATTNSCOPE_API CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                                           const StatsTable& others, uint64_t othersSampledSteps,
-                                          double outlierFactor, double outlierMinShare,
+                                          const CellOutlierLimits& limits,
                                           const CellOutlierCell& keep = {},
                                           Typical statistic = Typical::kFastHalfMean);
 

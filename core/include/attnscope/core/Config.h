@@ -26,6 +26,7 @@ constexpr char kEnvStragglerExitThreshold[] = "ATTNSCOPE_STRAGGLER_EXIT_THRESHOL
 constexpr char kEnvStragglerExitWindows[] = "ATTNSCOPE_STRAGGLER_EXIT_WINDOWS";
 constexpr char kEnvCellOutlierFactor[] = "ATTNSCOPE_CELL_OUTLIER_FACTOR";
 constexpr char kEnvCellOutlierMinShare[] = "ATTNSCOPE_CELL_OUTLIER_MIN_SHARE";
+constexpr char kEnvCellOutlierSigmas[] = "ATTNSCOPE_CELL_OUTLIER_SIGMAS";
 constexpr char kEnvHangS[] = "ATTNSCOPE_HANG_S";
 constexpr char kEnvRoundTimeoutS[] = "ATTNSCOPE_ROUND_TIMEOUT_S";
 constexpr char kEnvStorePort[] = "ATTNSCOPE_STORE_PORT";
@@ -105,9 +106,12 @@ struct ATTNSCOPE_API Config {
   int64_t stragglerExitWindows = 3;
   // A (layer, phase, op kind) cell of a rank at this factor × the other ranks' typical time for it,
   // with an excess of at least this share of the rank's time per step in that layer and phase, is
-  // a cell outlier (flagged like a straggler after `stragglerWindows` windows).
+  // a cell outlier (flagged like a straggler after `stragglerWindows` windows) when its excess is
+  // also at least `cellOutlierSigmas` standard errors of the difference (CellOutlierLimits,
+  // core/Attribution.h, says how; docs/AGGREGATION.md how the defaults were chosen).
   double cellOutlierFactor = 1.3;
   double cellOutlierMinShare = 0.02;
+  double cellOutlierSigmas = 3;
   double exitThreshold() const {
     return stragglerExitThreshold > 0 ? stragglerExitThreshold : 1 + (stragglerThreshold - 1) / 2;
   }

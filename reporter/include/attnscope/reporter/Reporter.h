@@ -93,7 +93,13 @@ class Reporter {
   std::atomic<KeyValueStore*> store_{nullptr};
   void loseStore(const std::string& why);
   std::unique_ptr<StragglerDetector> detector_;
-  CellComparison pending_;  // this rank's previous window against the other ranks'
+  // The other ranks' sum of the window before (the all-reduced sum less this rank's), which this
+  // rank's window is compared with before its scalars go out: the cell found travels with the
+  // window it was found in (docs/AGGREGATION.md: the baseline is one window older). Empty after a
+  // round without the all-reduce.
+  StatsTable lastOthers_;
+  uint64_t lastOthersSampled_ = 0;
+  CellComparison cells_;  // this rank's window against lastOthers_'
 
 #if ATTNSCOPE_WITH_PROMETHEUS
   std::unique_ptr<MetricsServer> metrics_;
