@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 #include "TraceTestData.h"
 #include "attnscope/analysis/HtmlReport.h"
@@ -236,17 +237,24 @@ TEST(RunAnalysisTest, BimodalPreemptionIsNoCellOutlier) {
 // outlier, from the window that started its run to the end (the tenth window is within the exit
 // hysteresis), with the median of the factors and the largest (what the live finding keeps); the
 // scores are the median of the replayed rounds.
-TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
-  TempDir dir;
-  for (int r = 0; r < 3; ++r) {
+// Writes `intervals` windows of 20 steps (2 layers, 1 ms calls) for each of `ranks` ranks into
+// `dir`, each window's figures set by fill(rank, interval, &window); `config` is the run's config
+// metadata (what its live detector applied).
+void writeWindows(const std::string& dir, int ranks, int intervals,
+                  const std::function<void(int, int, RankWindow*)>& fill,
+                  const std::string& config = "{\"aggregation\": \"gloo\"}") {
+  for (int r = 0; r < ranks; ++r) {
     std::string error;
-    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
+    auto store = TraceStore::open(dir, r, 64 << 20, &error);
     ASSERT_NE(store, nullptr) << error;
     uint64_t step = 0;
-    for (int i = 0; i < 10; ++i) {
+    for (int i = 0; i < intervals; ++i) {
       TraceInterval in;
       in.layerNames = testdata::layerNames(2);
-      if (i == 0) in.meta = testdata::meta(r, 3);
+      if (i == 0) {
+        in.meta = testdata::meta(r, ranks);
+        in.meta.back().second = config;
+      }
       const std::vector<TraceCall> calls = testdata::stepCalls(2, 1000);
       for (int s = 0; s < 20; ++s, ++step)
         in.steps.push_back(testdata::encoded(step, 1000.0 + 0.01 * (step + 1), 10000000, calls));
@@ -255,20 +263,27 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
       in.windowEndUnix = 1000.0 + 0.01 * step;
       in.window.lastStep = step;
       in.window.steps = in.window.sampledSteps = 20;
-      // Rank 2 is 1.1x the others throughout: below the threshold.
-      in.window.forwardSeconds = (r == 2 ? 1.1 : 1.0) * 1e-3;
-      in.window.backwardSeconds = (r == 2 ? 1.1 : 1.0) * 2e-3;
-      if (r == 1 && i >= 1 && i <= 8) {
-        in.window.cellLayer = 1;
-        in.window.cellPhase = Phase::kBackward;
-        in.window.cellKind = OpKind::kSoftmax;
-        in.window.cellFactor = 2.8 + 0.05 * i;  // 2.85 .. 3.2
-        in.window.cellShare = 0.2;
-      }
-      if (i == 9) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+      fill(r, i, &in.window);
+      if (i == intervals - 1) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
       ASSERT_TRUE(store->commit(in, &error)) << error;
     }
   }
+}
+
+TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
+  TempDir dir;
+  writeWindows(dir.path(), 3, 10, [](int r, int i, RankWindow* w) {
+    // Rank 2 is 1.1x the others throughout: below the threshold.
+    w->forwardSeconds = (r == 2 ? 1.1 : 1.0) * 1e-3;
+    w->backwardSeconds = (r == 2 ? 1.1 : 1.0) * 2e-3;
+    if (r == 1 && i >= 1 && i <= 8) {
+      w->cellLayer = 1;
+      w->cellPhase = Phase::kBackward;
+      w->cellKind = OpKind::kSoftmax;
+      w->cellFactor = 2.8 + 0.05 * i;  // 2.85 .. 3.2
+      w->cellShare = 0.2;
+    }
+  });
   const Analysis a = analyzeDir(dir.path());
   EXPECT_EQ(a.detection, "live_rounds");
   EXPECT_EQ(a.rounds, 10u);
@@ -297,39 +312,20 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
 // --cell-factor is given.
 TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
   TempDir dir;
-  for (int r = 0; r < 3; ++r) {
-    std::string error;
-    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
-    ASSERT_NE(store, nullptr) << error;
-    uint64_t step = 0;
-    for (int i = 0; i < 6; ++i) {
-      TraceInterval in;
-      in.layerNames = testdata::layerNames(2);
-      if (i == 0) {
-        in.meta = testdata::meta(r, 3);
-        in.meta.back().second = "{\"aggregation\": \"gloo\", \"cell_outlier_factor\": 1.1}";
-      }
-      const std::vector<TraceCall> calls = testdata::stepCalls(2, 1000);
-      for (int s = 0; s < 20; ++s, ++step)
-        in.steps.push_back(testdata::encoded(step, 1000.0 + 0.01 * (step + 1), 10000000, calls));
-      in.haveWindow = true;
-      in.windowStartUnix = 1000.0 + 0.01 * (step - 20);
-      in.windowEndUnix = 1000.0 + 0.01 * step;
-      in.window.lastStep = step;
-      in.window.steps = in.window.sampledSteps = 20;
-      in.window.forwardSeconds = 1e-3;
-      in.window.backwardSeconds = 2e-3;
-      if (r == 1 && i >= 1) {
-        in.window.cellLayer = 0;
-        in.window.cellPhase = Phase::kForward;
-        in.window.cellKind = OpKind::kSoftmax;
-        in.window.cellFactor = 1.2;
-        in.window.cellShare = 0.05;
-      }
-      if (i == 5) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
-      ASSERT_TRUE(store->commit(in, &error)) << error;
-    }
-  }
+  writeWindows(
+      dir.path(), 3, 6,
+      [](int r, int i, RankWindow* w) {
+        w->forwardSeconds = 1e-3;
+        w->backwardSeconds = 2e-3;
+        if (r == 1 && i >= 1) {
+          w->cellLayer = 0;
+          w->cellPhase = Phase::kForward;
+          w->cellKind = OpKind::kSoftmax;
+          w->cellFactor = 1.2;
+          w->cellShare = 0.05;
+        }
+      },
+      "{\"aggregation\": \"gloo\", \"cell_outlier_factor\": 1.1}");
   const Analysis a = analyzeDir(dir.path());
   ASSERT_EQ(a.cellOutliers.size(), 1u);
   EXPECT_EQ(a.cellOutliers[0].rank, 1);
