@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <fstream>
-#include <functional>
 
 #include "TraceTestData.h"
 #include "attnscope/analysis/HtmlReport.h"
@@ -237,42 +236,11 @@ TEST(RunAnalysisTest, BimodalPreemptionIsNoCellOutlier) {
 // outlier, from the window that started its run to the end (the tenth window is within the exit
 // hysteresis), with the median of the factors and the largest (what the live finding keeps); the
 // scores are the median of the replayed rounds.
-// Writes `intervals` windows of 20 steps (2 layers, 1 ms calls) for each of `ranks` ranks into
-// `dir`, each window's figures set by fill(rank, interval, &window); `config` is the run's config
-// metadata (what its live detector applied).
-void writeWindows(const std::string& dir, int ranks, int intervals,
-                  const std::function<void(int, int, RankWindow*)>& fill,
-                  const std::string& config = "{\"aggregation\": \"gloo\"}") {
-  for (int r = 0; r < ranks; ++r) {
-    std::string error;
-    auto store = TraceStore::open(dir, r, 64 << 20, &error);
-    ASSERT_NE(store, nullptr) << error;
-    uint64_t step = 0;
-    for (int i = 0; i < intervals; ++i) {
-      TraceInterval in;
-      in.layerNames = testdata::layerNames(2);
-      if (i == 0) {
-        in.meta = testdata::meta(r, ranks);
-        in.meta.back().second = config;
-      }
-      const std::vector<TraceCall> calls = testdata::stepCalls(2, 1000);
-      for (int s = 0; s < 20; ++s, ++step)
-        in.steps.push_back(testdata::encoded(step, 1000.0 + 0.01 * (step + 1), 10000000, calls));
-      in.haveWindow = true;
-      in.windowStartUnix = 1000.0 + 0.01 * (step - 20);
-      in.windowEndUnix = 1000.0 + 0.01 * step;
-      in.window.lastStep = step;
-      in.window.steps = in.window.sampledSteps = 20;
-      fill(r, i, &in.window);
-      if (i == intervals - 1) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
-      ASSERT_TRUE(store->commit(in, &error)) << error;
-    }
-  }
-}
-
 TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
   TempDir dir;
-  writeWindows(dir.path(), 3, 10, [](int r, int i, RankWindow* w) {
+  testdata::WindowedRun run;
+  run.intervals = 10;
+  run.fill = [](int r, int i, RankWindow* w) {
     // Rank 2 is 1.1x the others throughout: below the threshold.
     w->forwardSeconds = (r == 2 ? 1.1 : 1.0) * 1e-3;
     w->backwardSeconds = (r == 2 ? 1.1 : 1.0) * 2e-3;
@@ -283,7 +251,8 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
       w->cellFactor = 2.8 + 0.05 * i;  // 2.85 .. 3.2
       w->cellShare = 0.2;
     }
-  });
+  };
+  testdata::writeWindows(dir.path(), run);
   const Analysis a = analyzeDir(dir.path());
   EXPECT_EQ(a.detection, "live_rounds");
   EXPECT_EQ(a.rounds, 10u);
@@ -312,20 +281,21 @@ TEST(RunAnalysisTest, ReplaysTheLiveDetectorFromTheRanksWindows) {
 // --cell-factor is given.
 TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
   TempDir dir;
-  writeWindows(
-      dir.path(), 3, 6,
-      [](int r, int i, RankWindow* w) {
-        w->forwardSeconds = 1e-3;
-        w->backwardSeconds = 2e-3;
-        if (r == 1 && i >= 1) {
-          w->cellLayer = 0;
-          w->cellPhase = Phase::kForward;
-          w->cellKind = OpKind::kSoftmax;
-          w->cellFactor = 1.2;
-          w->cellShare = 0.05;
-        }
-      },
-      "{\"aggregation\": \"gloo\", \"cell_outlier_factor\": 1.1}");
+  testdata::WindowedRun run;
+  run.intervals = 6;
+  run.config = "{\"aggregation\": \"gloo\", \"cell_outlier_factor\": 1.1}";
+  run.fill = [](int r, int i, RankWindow* w) {
+    w->forwardSeconds = 1e-3;
+    w->backwardSeconds = 2e-3;
+    if (r == 1 && i >= 1) {
+      w->cellLayer = 0;
+      w->cellPhase = Phase::kForward;
+      w->cellKind = OpKind::kSoftmax;
+      w->cellFactor = 1.2;
+      w->cellShare = 0.05;
+    }
+  };
+  testdata::writeWindows(dir.path(), run);
   const Analysis a = analyzeDir(dir.path());
   ASSERT_EQ(a.cellOutliers.size(), 1u);
   EXPECT_EQ(a.cellOutliers[0].rank, 1);
@@ -345,32 +315,14 @@ TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
 TEST(RunAnalysisTest, ASagBetweenTheThresholdsKeepsOneStragglerEpisode) {
   TempDir dir;
   constexpr int kIntervals = 24, kSteps = 20;
-  for (int r = 0; r < 3; ++r) {
-    std::string error;
-    auto store = TraceStore::open(dir.path(), r, 64 << 20, &error);
-    ASSERT_NE(store, nullptr) << error;
-    uint64_t step = 0;
-    for (int i = 0; i < kIntervals; ++i) {
-      TraceInterval in;
-      in.layerNames = testdata::layerNames(2);
-      if (i == 0) in.meta = testdata::meta(r, 3);
-      const int64_t ns = r != 1 ? 1000 : (i >= 10 && i < 16 ? 1150 : 1500);
-      const std::vector<TraceCall> calls = testdata::stepCalls(2, ns);
-      for (int s = 0; s < kSteps; ++s, ++step)
-        in.steps.push_back(testdata::encoded(step, 1000.0 + 0.05 * (step + 1), 50000000, calls));
-      in.haveWindow = true;
-      for (const TraceCall& c : calls) {
-        (c.phase == Phase::kBackward ? in.window.backwardSeconds : in.window.forwardSeconds) +=
-            c.ns * 1e-9;
-      }
-      in.windowStartUnix = 1000.0 + 0.05 * (step - kSteps);
-      in.windowEndUnix = 1000.0 + 0.05 * step;
-      in.window.lastStep = step;
-      in.window.steps = in.window.sampledSteps = kSteps;
-      if (i + 1 == kIntervals) in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
-      ASSERT_TRUE(store->commit(in, &error)) << error;
-    }
-  }
+  testdata::WindowedRun run;
+  run.intervals = kIntervals;
+  run.steps = kSteps;
+  run.stepSeconds = 0.05;
+  run.callNs = [](int r, int i) -> int64_t {
+    return r != 1 ? 1000 : (i >= 10 && i < 16 ? 1150 : 1500);
+  };
+  testdata::writeWindows(dir.path(), run);
   const Analysis a = analyzeDir(dir.path());
   ASSERT_EQ(a.stragglers.size(), 1u);
   const analysis::StragglerEpisode& e = a.stragglers[0];

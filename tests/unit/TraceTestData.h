@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +135,55 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// A run of `ranks` ranks, each writing `intervals` windows of `steps` steps (2 layers), one step
+// every `stepSeconds` from t = 1000 s. A step's calls take callNs(rank, interval) each; a
+// window's forward and backward seconds are one step's (every step alike), then fill(rank,
+// interval, &window) sets what the case needs (scores, cells). `config` is the run's config
+// metadata (what its live detector applied).
+struct WindowedRun {
+  int ranks = 3;
+  int intervals = 10;
+  int steps = 20;
+  double stepSeconds = 0.01;
+  std::string config = "{\"aggregation\": \"gloo\"}";
+  std::function<int64_t(int, int)> callNs = [](int, int) -> int64_t { return 1000; };
+  std::function<void(int, int, RankWindow*)> fill = [](int, int, RankWindow*) {};
+};
+
+inline void writeWindows(const std::string& dir, const WindowedRun& run) {
+  for (int r = 0; r < run.ranks; ++r) {
+    std::string error;
+    auto store = TraceStore::open(dir, r, 64 << 20, &error);
+    ASSERT_NE(store, nullptr) << error;
+    uint64_t step = 0;
+    for (int i = 0; i < run.intervals; ++i) {
+      TraceInterval in;
+      in.layerNames = layerNames(2);
+      if (i == 0) {
+        in.meta = meta(r, run.ranks);
+        in.meta.back().second = run.config;
+      }
+      const std::vector<TraceCall> calls = stepCalls(2, run.callNs(r, i));
+      const auto stepNs = static_cast<int64_t>(run.stepSeconds * 1e9);
+      for (int s = 0; s < run.steps; ++s, ++step)
+        in.steps.push_back(encoded(step, 1000.0 + run.stepSeconds * (step + 1), stepNs, calls));
+      in.haveWindow = true;
+      for (const TraceCall& c : calls) {
+        (c.phase == Phase::kBackward ? in.window.backwardSeconds : in.window.forwardSeconds) +=
+            c.ns * 1e-9;
+      }
+      in.windowStartUnix = 1000.0 + run.stepSeconds * (step - run.steps);
+      in.windowEndUnix = 1000.0 + run.stepSeconds * step;
+      in.window.lastStep = step;
+      in.window.steps = in.window.sampledSteps = static_cast<uint32_t>(run.steps);
+      run.fill(r, i, &in.window);
+      if (i + 1 == run.intervals)
+        in.meta.emplace_back("stop_unix", std::to_string(in.windowEndUnix));
+      ASSERT_TRUE(store->commit(in, &error)) << error;
+    }
+  }
+}
 
 }  // namespace testdata
 }  // namespace attnscope
