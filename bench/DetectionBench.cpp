@@ -110,12 +110,12 @@ namespace {
 
 using attnscope::CellComparison;
 using attnscope::ClusterRound;
+using attnscope::DetectorEpisode;
 using attnscope::OpKind;
 using attnscope::Phase;
 using attnscope::RankStatus;
 using attnscope::RankWindow;
 using attnscope::StatsTable;
-using attnscope::StragglerFinding;
 using attnscope::Typical;
 
 constexpr int kLayers = 4;
@@ -532,8 +532,8 @@ void setCell(RankWindow* w, const CellComparison& c) {
 // all episodes kept, so finished ones are moved out after each round, and it is handed only the
 // ranks flagged in the round (the others change no episode).
 struct Episodes {
-  std::vector<StragglerFinding> stragglers, hangs, cells;
-  std::vector<StragglerFinding> doneStragglers, doneCells;
+  std::vector<DetectorEpisode> stragglers, hangs, cells;
+  std::vector<DetectorEpisode> doneStragglers, doneCells;
   void update(const ClusterRound& round) {
     ClusterRound flagged;
     flagged.round = round.round;
@@ -548,11 +548,10 @@ struct Episodes {
     retire(&stragglers, &doneStragglers, UINT64_MAX);
     retire(&cells, &doneCells, UINT64_MAX);
   }
-  static void retire(std::vector<StragglerFinding>* live, std::vector<StragglerFinding>* done,
+  static void retire(std::vector<DetectorEpisode>* live, std::vector<DetectorEpisode>* done,
                      uint64_t round) {
-    auto keep = std::stable_partition(live->begin(), live->end(), [&](const StragglerFinding& f) {
-      return f.lastRound >= round;
-    });
+    auto keep = std::stable_partition(
+        live->begin(), live->end(), [&](const DetectorEpisode& f) { return f.lastRound >= round; });
     done->insert(done->end(), std::make_move_iterator(keep), std::make_move_iterator(live->end()));
     live->erase(keep, live->end());
   }
@@ -675,7 +674,7 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
     const double cellRanks = kMaxSlowed + static_cast<double>(t.evaluated.size()) * t.healthyScale;
     tally.cellRankWindows += cellRanks * kWindows;
     std::vector<int> stragglerEpisodes(k, 0), cellEpisodes(k, 0);
-    for (const StragglerFinding& f : episodes[i].doneStragglers) {
+    for (const DetectorEpisode& f : episodes[i].doneStragglers) {
       const auto it = std::find(t.slowed.begin(), t.slowed.begin() + k, f.rank);
       if (it != t.slowed.begin() + k) {
         ++tally.stragglerTrue;
@@ -685,7 +684,7 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
         if (t.crowded[f.rank]) ++tally.stragglerFalseCrowded;
       }
     }
-    for (const StragglerFinding& f : episodes[i].doneCells) {
+    for (const DetectorEpisode& f : episodes[i].doneCells) {
       const auto it = std::find(t.slowed.begin(), t.slowed.begin() + k, f.rank);
       if (it != t.slowed.begin() + k) {
         const Injection& in = inj[it - t.slowed.begin()];

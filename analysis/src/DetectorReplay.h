@@ -30,7 +30,7 @@ struct Replay {
   std::vector<std::vector<uint8_t>> cellPhase, cellKind;
   std::vector<std::vector<double>> cellFactor;
   // Episodes, rounds numbered 1.. as the detector numbers them (round k is intervals[k - 1]).
-  std::vector<StragglerFinding> stragglers, hangs, cellOutliers;
+  std::vector<DetectorEpisode> stragglers, hangs, cellOutliers;
 };
 
 // A number from the run's "config" metadata ({"hang_s": 300, ...}); NaN when absent.

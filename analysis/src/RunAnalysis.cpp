@@ -198,7 +198,7 @@ std::vector<StragglerEpisode> binnedEpisodes(const Analysis& a, const std::vecto
 }
 
 // The round (0-based) of the first of the `windows` consecutive windows that opened an episode.
-size_t firstSlowRound(const StragglerFinding& f, const AnalysisOptions& options) {
+size_t firstSlowRound(const DetectorEpisode& f, const AnalysisOptions& options) {
   const uint64_t back = static_cast<uint64_t>(std::max(1, options.minBins)) - 1;
   return static_cast<size_t>(f.firstRound - 1 >= back ? f.firstRound - 1 - back : 0);
 }
@@ -209,7 +209,7 @@ template <typename BinOf>
 std::vector<StragglerEpisode> replayedEpisodes(const detail::Replay& replay,
                                                const AnalysisOptions& options, const BinOf& binOf) {
   std::vector<StragglerEpisode> episodes;
-  for (const StragglerFinding& f : replay.stragglers) {
+  for (const DetectorEpisode& f : replay.stragglers) {
     StragglerEpisode e;
     e.rank = f.rank;
     // From the first of the windows above the threshold that made the rank a straggler.
@@ -242,7 +242,7 @@ void replayedCellOutliers(const detail::Replay& replay, const std::vector<RankSt
                           const std::unordered_map<std::string, int>& layerIndex,
                           const AnalysisOptions& options, Analysis* a) {
   std::vector<CellOutlier> found;
-  for (const StragglerFinding& f : replay.cellOutliers) {
+  for (const DetectorEpisode& f : replay.cellOutliers) {
     const auto layer = layerIndex.find(f.layer);
     // The live thresholds applied during the job; the report's can only be stricter.
     if (layer == layerIndex.end() || f.maxScore < options.cellFactor ||

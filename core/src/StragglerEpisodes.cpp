@@ -8,9 +8,9 @@ namespace attnscope {
 namespace {
 
 // The episode of `rank` that was still going in the previous round, if any.
-StragglerFinding* ongoingEpisode(std::vector<StragglerFinding>& episodes, int32_t rank,
-                                 uint64_t round) {
-  for (StragglerFinding& f : episodes) {
+DetectorEpisode* ongoingEpisode(std::vector<DetectorEpisode>& episodes, int32_t rank,
+                                uint64_t round) {
+  for (DetectorEpisode& f : episodes) {
     if (f.rank == rank && f.lastRound + 1 == round) return &f;
   }
   return nullptr;
@@ -22,11 +22,11 @@ std::string layerName(const std::vector<std::string>& names, int32_t id) {
 
 // While `active`, extends the rank's ongoing episode to this round, or opens (and logs) a new
 // one. Returns the episode, or null when not active.
-StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const RankStatus& s,
-                                bool active, uint64_t round, const std::vector<std::string>& names,
-                                bool cell = false) {
+DetectorEpisode* extendEpisode(std::vector<DetectorEpisode>* episodes, const RankStatus& s,
+                               bool active, uint64_t round, const std::vector<std::string>& names,
+                               bool cell = false) {
   if (!active) return nullptr;
-  StragglerFinding* f = ongoingEpisode(*episodes, s.rank, round);
+  DetectorEpisode* f = ongoingEpisode(*episodes, s.rank, round);
   const RankStatus& w = s;
   if (cell && f != nullptr &&
       (f->layer != layerName(names, w.cellLayer) || f->phase != w.cellPhase ||
@@ -50,11 +50,11 @@ StragglerFinding* extendEpisode(std::vector<StragglerFinding>* episodes, const R
 }  // namespace
 
 void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names,
-                    std::vector<StragglerFinding>* stragglers, std::vector<StragglerFinding>* hangs,
-                    std::vector<StragglerFinding>* cellOutliers) {
+                    std::vector<DetectorEpisode>* stragglers, std::vector<DetectorEpisode>* hangs,
+                    std::vector<DetectorEpisode>* cellOutliers) {
   for (const RankStatus& s : r.ranks) {
     const bool wasStraggler = ongoingEpisode(*stragglers, s.rank, r.round) != nullptr;
-    if (StragglerFinding* f = extendEpisode(stragglers, s, s.straggler, r.round, names)) {
+    if (DetectorEpisode* f = extendEpisode(stragglers, s, s.straggler, r.round, names)) {
       f->maxScore = std::max(f->maxScore, s.score);
       if (s.window.topLayer >= 0) {
         f->layer = layerName(names, s.window.topLayer);
@@ -66,7 +66,7 @@ void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names
       ATTNSCOPE_LOG(kInfo, "rank " << s.rank << " is no longer a straggler");
     }
     extendEpisode(hangs, s, s.hung || s.missing, r.round, names);
-    StragglerFinding* ongoingCell = ongoingEpisode(*cellOutliers, s.rank, r.round);
+    DetectorEpisode* ongoingCell = ongoingEpisode(*cellOutliers, s.rank, r.round);
     const std::string endedCell = ongoingCell != nullptr && !s.cellOutlier
                                       ? ongoingCell->layer + " " + phaseName(ongoingCell->phase) +
                                             " " + opKindName(ongoingCell->kind)
@@ -74,7 +74,7 @@ void updateEpisodes(const ClusterRound& r, const std::vector<std::string>& names
     if (!endedCell.empty()) {
       ATTNSCOPE_LOG(kInfo, "rank " << s.rank << ": cell outlier " << endedCell << " is over");
     }
-    if (StragglerFinding* f =
+    if (DetectorEpisode* f =
             extendEpisode(cellOutliers, s, s.cellOutlier, r.round, names, /*cell=*/true)) {
       f->layer = layerName(names, s.cellLayer);
       f->phase = s.cellPhase;

@@ -91,7 +91,7 @@ void writeLayers(std::ostream& out, const StatsTable& stats, const std::string& 
 
 // A straggler or hang episode; a cell outlier's (cell) calls its score the factor and its share
 // that of the rank's attention time.
-void writeFinding(std::ostream& out, const StragglerFinding& f, bool cell = false) {
+void writeFinding(std::ostream& out, const DetectorEpisode& f, bool cell = false) {
   out << "{\"rank\": " << f.rank << ", \"first_round\": " << f.firstRound
       << ", \"last_round\": " << f.lastRound << (cell ? ", \"max_factor\": " : ", \"max_score\": ");
   writeNumber(out, f.maxScore);

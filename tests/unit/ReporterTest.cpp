@@ -110,7 +110,7 @@ TEST(ReporterTest, StragglerEpisodeOpensAndCloses) {
   ASSERT_TRUE(reporter.stop());
   const ClusterReport report = reporter.report();
   ASSERT_EQ(report.stragglers.size(), 1u);
-  const StragglerFinding& f = report.stragglers[0];
+  const DetectorEpisode& f = report.stragglers[0];
   EXPECT_EQ(f.rank, 1);
   // A straggler from the second slow window (ATTNSCOPE_STRAGGLER_WINDOWS=2) until the third window
   // back at 1x (ATTNSCOPE_STRAGGLER_EXIT_WINDOWS, default 3): rounds 7 and 8 keep it, 9 ends it.

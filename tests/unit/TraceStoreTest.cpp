@@ -123,7 +123,7 @@ TEST(TraceStoreTest, FindingsAndRoundsOfRankZeroAreKept) {
   in.round.ranks[1].present = true;
   in.round.ranks[1].score = 1.6;
   in.round.ranks[1].straggler = true;
-  StragglerFinding f;
+  DetectorEpisode f;
   f.rank = 1;
   f.firstRound = 5;
   f.lastRound = 7;
@@ -132,7 +132,7 @@ TEST(TraceStoreTest, FindingsAndRoundsOfRankZeroAreKept) {
   f.kind = OpKind::kSoftmax;
   f.description = "rank 1: 1.60x median attention time";
   in.stragglers.push_back(f);
-  StragglerFinding cell = f;  // the same rank's cell outlier, from round 6
+  DetectorEpisode cell = f;  // the same rank's cell outlier, from round 6
   cell.firstRound = 6;
   cell.maxScore = 2.1;
   cell.phase = Phase::kBackward;
@@ -232,7 +232,7 @@ TEST(TraceStoreTest, SizeCapTrimsRankZeroRoundsButKeepsTheNewestAndEveryWindow) 
       in.round.ranks[r].present = true;
       in.round.ranks[r].score = 1.0 + r * 1e-3;
     }
-    StragglerFinding f;
+    DetectorEpisode f;
     f.rank = 7;
     f.firstRound = 1;
     f.lastRound = static_cast<uint64_t>(i);

@@ -278,7 +278,7 @@ bool TraceStore::commit(const TraceInterval& in, std::string* error) {
     for (const auto* list : {&in.stragglers, &in.hangs, &in.cellOutliers}) {
       // Straggler and cell outlier episodes name a cell (max_score: a cell's factor).
       const bool straggler = list != &in.hangs;
-      for (const StragglerFinding& x : *list) {
+      for (const DetectorEpisode& x : *list) {
         f.bind(1, std::string(list == &in.stragglers                               ? "straggler"
                               : list == &in.cellOutliers                           ? "cell_outlier"
                               : x.description.find("missing") != std::string::npos ? "missing"

@@ -9,8 +9,10 @@
 
 namespace attnscope {
 
-// A straggler episode: from the round a rank became a straggler to the last round it still was.
-struct StragglerFinding {
+// An episode of the live detector: from the round a rank became a straggler, hung, or a cell
+// outlier to the last round it still was (the ClusterReport keeps each sort in its own list). The
+// post-run report builds its StragglerEpisode and CellOutlier from these, with their evidence.
+struct DetectorEpisode {
   int32_t rank = -1;
   uint64_t firstRound = 0;
   uint64_t lastRound = 0;
@@ -39,11 +41,11 @@ struct ClusterReport {
   uint64_t collectiveRounds = 0;
   uint64_t lastRoundBytes = 0;
   ClusterRound last;  // the last round's picture
-  std::vector<StragglerFinding> stragglers;
-  std::vector<StragglerFinding> hangs;
+  std::vector<DetectorEpisode> stragglers;
+  std::vector<DetectorEpisode> hangs;
   // Cell outlier episodes: maxScore is the cell's highest factor, share its excess's share of the
   // rank's attention time.
-  std::vector<StragglerFinding> cellOutliers;
+  std::vector<DetectorEpisode> cellOutliers;
   std::vector<std::string> layerNames;  // by id: what the windows' layer ids name
   StatsTable stats;                     // every rank's windows summed (sampled calls of all ranks)
 };

@@ -15,7 +15,7 @@ namespace attnscope {
 // cellOutlier flag is up (a new cell on the same rank opens a new episode). `names` are the layer
 // names by id (attribution).
 void updateEpisodes(const ClusterRound& round, const std::vector<std::string>& names,
-                    std::vector<StragglerFinding>* stragglers, std::vector<StragglerFinding>* hangs,
-                    std::vector<StragglerFinding>* cellOutliers);
+                    std::vector<DetectorEpisode>* stragglers, std::vector<DetectorEpisode>* hangs,
+                    std::vector<DetectorEpisode>* cellOutliers);
 
 }  // namespace attnscope

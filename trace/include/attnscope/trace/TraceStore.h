@@ -41,9 +41,9 @@ struct TraceInterval {
   bool haveRound = false;
   double roundUnix = 0;
   ClusterRound round;
-  std::vector<StragglerFinding> stragglers;
-  std::vector<StragglerFinding> hangs;
-  std::vector<StragglerFinding> cellOutliers;
+  std::vector<DetectorEpisode> stragglers;
+  std::vector<DetectorEpisode> hangs;
+  std::vector<DetectorEpisode> cellOutliers;
   std::vector<std::pair<std::string, std::string>> meta;  // metadata to insert or replace
   // The window's roofline cells (one row per cell with ops), stored under the interval's number.
   std::vector<TraceRooflineRow> roofline;
