@@ -317,37 +317,29 @@ void replayedCellOutliers(const detail::Replay& replay, const std::vector<RankSt
   a->cellOutliers = std::move(found);
 }
 
-}  // namespace
-
-const char* rankOutcomeName(RankOutcome s) {
-  switch (s) {
-    case RankOutcome::kOk:
-      return "ok";
-    case RankOutcome::kStoppedEarly:
-      return "stopped_early";
-    case RankOutcome::kSkipped:
-      return "skipped";
-    case RankOutcome::kMissing:
-      return "missing";
-  }
-  return "?";
-}
-
-Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& traces,
-                    const std::vector<SkippedFile>& skipped, const AnalysisOptions& given) {
-  AnalysisOptions options = given;
-  Analysis a;
-  a.traceDir = traceDir;
-  a.skipped = skipped;
-  a.threshold = options.threshold;
-
-  // Ranks: every rank of the largest world any file names, plus ranks of skipped file names.
+// What the stages below share: the ranks' files by rank, the merged layer names, and every
+// rank's steps flattened to those names.
+struct RunInput {
   std::map<int, const RankTrace*> byRank;
-  for (const RankTrace& t : traces) {
-    byRank[t.rank] = &t;
-    a.worldSize = std::max({a.worldSize, t.worldSize, t.rank + 1});
-  }
   std::map<int, const SkippedFile*> skippedByRank;
+  std::unordered_map<std::string, int> layerIndex;
+  std::vector<RankSteps> ranks;
+  std::map<int, size_t> rowOf;  // rank -> index in Analysis::ranks
+  int numLayers = 0;
+  int numSlots = 0;
+  const RankTrace* rank0() const {
+    const auto it = byRank.find(0);
+    return it == byRank.end() ? nullptr : it->second;
+  }
+};
+
+// Ranks: every rank of the largest world any file names, plus ranks of skipped file names.
+void gatherRanks(const std::vector<RankTrace>& traces, const std::vector<SkippedFile>& skipped,
+                 RunInput* in, Analysis* a) {
+  for (const RankTrace& t : traces) {
+    in->byRank[t.rank] = &t;
+    a->worldSize = std::max({a->worldSize, t.worldSize, t.rank + 1});
+  }
   for (const SkippedFile& s : skipped) {
     const size_t slash = s.path.rfind('/');
     const std::string name = slash == std::string::npos ? s.path : s.path.substr(slash + 1);
@@ -355,47 +347,47 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       char* end = nullptr;
       const long r = std::strtol(name.c_str() + 5, &end, 10);
       if (end != name.c_str() + 5 && r >= 0 && r < (1 << 24) && std::string(end) == ".sqlite") {
-        skippedByRank[static_cast<int>(r)] = &s;
-        a.worldSize = std::max(a.worldSize, static_cast<int>(r) + 1);
+        in->skippedByRank[static_cast<int>(r)] = &s;
+        a->worldSize = std::max(a->worldSize, static_cast<int>(r) + 1);
       }
     }
   }
+}
 
-  // Global layer names, in first-seen order.
-  std::unordered_map<std::string, int> layerIndex;
-  for (const auto& [rank, t] : byRank) {
+// Global layer names, in first-seen order; steps may name layers the layer table lacks (a file
+// cut before its layers row).
+void mergeLayerNames(RunInput* in, Analysis* a) {
+  const auto add = [&](const std::string& name) {
+    if (in->layerIndex.emplace(name, static_cast<int>(a->layerNames.size())).second)
+      a->layerNames.push_back(name);
+  };
+  for (const auto& [rank, t] : in->byRank) {
     for (const std::string& name : t->layers) {
-      if (!name.empty() && layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second) {
-        a.layerNames.push_back(name);
-      }
+      if (!name.empty()) add(name);
     }
   }
-  // Steps may name layers the layer table lacks (a file cut before its layers row).
-  for (const auto& [rank, t] : byRank) {
+  for (const auto& [rank, t] : in->byRank) {
     for (const TraceStep& s : t->steps) {
-      for (const TraceCall& c : s.calls) {
-        const std::string name = t->layerName(c.layer);
-        if (layerIndex.emplace(name, static_cast<int>(a.layerNames.size())).second)
-          a.layerNames.push_back(name);
-      }
+      for (const TraceCall& c : s.calls) add(t->layerName(c.layer));
     }
   }
-  const int numLayers = static_cast<int>(a.layerNames.size());
-  const int numSlots = numLayers * kNumPhases;
+  in->numLayers = static_cast<int>(a->layerNames.size());
+  in->numSlots = in->numLayers * kNumPhases;
+}
 
-  // Flatten each rank's steps.
-  std::vector<RankSteps> ranks;
-  a.startUnix = std::numeric_limits<double>::infinity();
-  a.endUnix = -std::numeric_limits<double>::infinity();
-  for (const auto& [rank, t] : byRank) {
+// Each rank's steps, flattened; the run's start and end.
+void flattenSteps(RunInput* in, Analysis* a) {
+  a->startUnix = std::numeric_limits<double>::infinity();
+  a->endUnix = -std::numeric_limits<double>::infinity();
+  for (const auto& [rank, t] : in->byRank) {
     RankSteps r;
     r.rank = rank;
     for (const TraceStep& s : t->steps) {
-      std::vector<float> cells(static_cast<size_t>(numSlots) * kCells, 0.0f);
-      std::vector<std::pair<uint32_t, int64_t>> cp(numSlots, {0, 0});
+      std::vector<float> cells(static_cast<size_t>(in->numSlots) * kCells, 0.0f);
+      std::vector<std::pair<uint32_t, int64_t>> cp(in->numSlots, {0, 0});
       double total = 0;
       for (const TraceCall& c : s.calls) {
-        const int layer = layerIndex.at(t->layerName(c.layer));
+        const int layer = in->layerIndex.at(t->layerName(c.layer));
         const int slot = slotOf(layer, c.phase);
         float* cell = &cells[static_cast<size_t>(slot) * kCells];
         cell[0] += static_cast<float>(c.ns * 1e-9);
@@ -410,25 +402,26 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       r.attention.push_back(total);
       r.cells.push_back(std::move(cells));
       r.callsPeak.push_back(std::move(cp));
-      a.startUnix = std::min(a.startUnix, s.endUnix - s.stepNs * 1e-9);
-      a.endUnix = std::max(a.endUnix, s.endUnix);
+      a->startUnix = std::min(a->startUnix, s.endUnix - s.stepNs * 1e-9);
+      a->endUnix = std::max(a->endUnix, s.endUnix);
     }
-    a.totalSteps += t->steps.size();
-    ranks.push_back(std::move(r));
+    a->totalSteps += t->steps.size();
+    in->ranks.push_back(std::move(r));
   }
-  if (!(a.startUnix < a.endUnix)) {
-    a.startUnix = a.endUnix = 0;
-    for (const auto& [rank, t] : byRank)
-      a.startUnix = a.endUnix = std::max(a.endUnix, t->startUnix);
+  if (!(a->startUnix < a->endUnix)) {
+    a->startUnix = a->endUnix = 0;
+    for (const auto& [rank, t] : in->byRank)
+      a->startUnix = a->endUnix = std::max(a->endUnix, t->startUnix);
   }
+}
 
-  // Rank rows.
-  std::map<int, size_t> rowOf;
-  for (int r = 0; r < a.worldSize; ++r) {
+// One row per rank of the world: its file, node, steps and how it ended.
+void rankRows(RunInput* in, Analysis* a) {
+  for (int r = 0; r < a->worldSize; ++r) {
     RankRow row;
     row.rank = r;
     row.file = TraceStore::fileName(r);
-    if (auto it = byRank.find(r); it != byRank.end()) {
+    if (auto it = in->byRank.find(r); it != in->byRank.end()) {
       const RankTrace& t = *it->second;
       row.file = t.path;
       row.node = t.node;
@@ -444,35 +437,40 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
         row.firstUnix = t.steps.front().endUnix;
         row.lastUnix = t.steps.back().endUnix;
       }
-      const double margin = std::max(2.0 * t.intervalSeconds, 0.05 * (a.endUnix - a.startUnix));
-      if (t.stopUnix <= 0 && (t.steps.empty() || row.lastUnix < a.endUnix - margin)) {
+      const double margin = std::max(2.0 * t.intervalSeconds, 0.05 * (a->endUnix - a->startUnix));
+      if (t.stopUnix <= 0 && (t.steps.empty() || row.lastUnix < a->endUnix - margin)) {
         row.status = RankOutcome::kStoppedEarly;
         char buf[160];
         std::snprintf(buf, sizeof(buf),
                       "no clean stop; last step %llu at +%.1f s, the run goes on to +%.1f s",
-                      static_cast<unsigned long long>(row.lastStep), row.lastUnix - a.startUnix,
-                      a.endUnix - a.startUnix);
+                      static_cast<unsigned long long>(row.lastStep), row.lastUnix - a->startUnix,
+                      a->endUnix - a->startUnix);
         row.reason = row.reason.empty() ? buf : std::string(buf) + "; " + row.reason;
       }
-    } else if (auto s = skippedByRank.find(r); s != skippedByRank.end()) {
+    } else if (auto s = in->skippedByRank.find(r); s != in->skippedByRank.end()) {
       row.status = RankOutcome::kSkipped;
       row.file = s->second->path;
       row.reason = s->second->reason;
-      a.missingRanks.push_back(r);
+      a->missingRanks.push_back(r);
     } else {
       row.status = RankOutcome::kMissing;
       row.reason = "no file " + TraceStore::fileName(r) + " in the trace directory";
-      a.missingRanks.push_back(r);
+      a->missingRanks.push_back(r);
     }
-    rowOf[r] = a.ranks.size();
-    a.ranks.push_back(row);
+    in->rowOf[r] = a->ranks.size();
+    a->ranks.push_back(row);
   }
-  for (const RankSteps& r : ranks) {
-    RankRow& row = a.ranks[rowOf.at(r.rank)];
+}
+
+// Each rank's typical forward and backward time per step, and its score over the whole run: the
+// live detector's definition (StragglerDetector), over the others' median; alone, 1.
+void rankFigures(const RunInput* in, Analysis* a) {
+  for (const RankSteps& r : in->ranks) {
+    RankRow& row = a->ranks[in->rowOf.at(r.rank)];
     std::vector<double> fwd, bwd;
     for (size_t i = 0; i < r.cells.size(); ++i) {
       double f = 0, b = 0;
-      for (int l = 0; l < numLayers; ++l) {
+      for (int l = 0; l < in->numLayers; ++l) {
         for (int p = 0; p < kNumPhases; ++p) {
           const double s = r.cells[i][static_cast<size_t>(l * kNumPhases + p) * kCells];
           (p == static_cast<int>(Phase::kBackward) ? b : f) += s;
@@ -484,46 +482,45 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     row.forwardSeconds = fwd.empty() ? 0 : typical(fwd);
     row.backwardSeconds = bwd.empty() ? 0 : typical(bwd);
   }
-  std::vector<double> rankTypical(ranks.size(), kNaN);  // per rank: over all its steps
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    std::vector<size_t> all(ranks[i].cells.size());
+  std::vector<double> rankTypical(in->ranks.size(), kNaN);  // per rank: over all its steps
+  for (size_t i = 0; i < in->ranks.size(); ++i) {
+    std::vector<size_t> all(in->ranks[i].cells.size());
     for (size_t s = 0; s < all.size(); ++s) all[s] = s;
-    rankTypical[i] = typicalAttention(ranks[i], all, numSlots);
+    rankTypical[i] = typicalAttention(in->ranks[i], all, in->numSlots);
   }
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const RankSteps& r = ranks[i];
+  for (size_t i = 0; i < in->ranks.size(); ++i) {
+    const RankSteps& r = in->ranks[i];
     if (r.attention.empty()) continue;
     std::vector<double> others;
-    for (size_t o = 0; o < ranks.size(); ++o) {
-      if (o != i && !ranks[o].attention.empty()) others.push_back(rankTypical[o]);
+    for (size_t o = 0; o < in->ranks.size(); ++o) {
+      if (o != i && !in->ranks[o].attention.empty()) others.push_back(rankTypical[o]);
     }
     // The live detector's definition (StragglerDetector): over the others' median; alone, 1.
     const double m = median(others);
-    double& score = a.ranks[rowOf.at(r.rank)].score;
+    double& score = a->ranks[in->rowOf.at(r.rank)].score;
     if (others.empty()) {
       score = 1.0;
     } else if (m > 0) {
       score = rankTypical[i] / m;
     }
   }
+}
 
-  // The live detector, replayed from the windows every rank recorded: where the files have them,
-  // the scores, straggler episodes and cell outliers below are the live ones by construction.
-  const auto rank0 = byRank.find(0);
-  // The cell factor: the run's own (what its live detector applied), unless one was given.
-  if (!(options.cellFactor > 0)) {
-    const double live = detail::runConfigNumber(rank0 == byRank.end() ? nullptr : rank0->second,
-                                                "cell_outlier_factor");
-    options.cellFactor = live > 1 ? live : Config{}.cellOutlierFactor;
+// The live detector, replayed from the windows every rank recorded: where the files have them,
+// the scores, straggler episodes and cell outliers are the live ones by construction. The cell
+// factor is the run's own (what its live detector applied), unless one was given.
+detail::Replay replayLive(const RunInput& in, AnalysisOptions* options, Analysis* a) {
+  if (!(options->cellFactor > 0)) {
+    const double live = detail::runConfigNumber(in.rank0(), "cell_outlier_factor");
+    options->cellFactor = live > 1 ? live : Config{}.cellOutlierFactor;
   }
-  const detail::Replay replay =
-      detail::replayDetector(byRank, a.worldSize, a.layerNames, layerIndex,
-                             detail::replayOptions(rank0 == byRank.end() ? nullptr : rank0->second,
-                                                   options.threshold, options.minBins));
-  a.detection = replay.done ? "live_rounds" : "steps";
-  a.rounds = replay.intervals.size();
+  detail::Replay replay = detail::replayDetector(
+      in.byRank, a->worldSize, a->layerNames, in.layerIndex,
+      detail::replayOptions(in.rank0(), options->threshold, options->minBins));
+  a->detection = replay.done ? "live_rounds" : "steps";
+  a->rounds = replay.intervals.size();
   if (replay.done) {
-    for (RankRow& row : a.ranks) {
+    for (RankRow& row : a->ranks) {
       std::vector<double> scores;
       for (const std::vector<double>& round : replay.score) {
         if (static_cast<size_t>(row.rank) < round.size() && !std::isnan(round[row.rank]))
@@ -534,58 +531,68 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       if (!scores.empty()) row.score = median(scores);
     }
   }
+  return replay;
+}
 
-  // Timeline bins.
-  const double duration = a.endUnix - a.startUnix;
-  int bins = options.bins > 0 ? options.bins
-                              : static_cast<int>(std::clamp(std::lround(duration / 2.0), 12L, 60L));
-  if (duration <= 0) bins = 1;
-  a.binSeconds = duration > 0 ? duration / bins : 1.0;
-  const auto binOf = [&](double t) {
-    return std::clamp(static_cast<int>((t - a.startUnix) / a.binSeconds), 0, bins - 1);
-  };
-  a.binAttentionSeconds.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
-  a.binScore.assign(a.ranks.size(), std::vector<double>(bins, kNaN));
-  for (const RankSteps& r : ranks) {
-    std::vector<std::vector<size_t>> perBin(bins);
-    for (size_t i = 0; i < r.attention.size(); ++i) perBin[binOf(r.endUnix[i])].push_back(i);
-    for (int b = 0; b < bins; ++b)
-      a.binAttentionSeconds[rowOf.at(r.rank)][b] = typicalAttention(r, perBin[b], numSlots);
+// Time bins across the run.
+struct Bins {
+  int count = 1;
+  double start = 0, width = 1;
+  int operator()(double t) const {
+    return std::clamp(static_cast<int>((t - start) / width), 0, count - 1);
   }
-  // A rank's score in a bin: its time over the median of the other ranks with steps in the bin
-  // (with two ranks, the median of both would halve any difference).
-  for (int b = 0; b < bins; ++b) {
-    for (size_t r = 0; r < a.ranks.size(); ++r) {
-      const double mine = a.binAttentionSeconds[r][b];
+};
+
+// Each rank's typical attention time and score per bin: its time over the median of the other
+// ranks with steps in the bin (with two ranks, the median of both would halve any difference).
+Bins timeline(const RunInput& in, const AnalysisOptions& options, Analysis* a) {
+  const double duration = a->endUnix - a->startUnix;
+  Bins bins;
+  bins.count = options.bins > 0
+                   ? options.bins
+                   : static_cast<int>(std::clamp(std::lround(duration / 2.0), 12L, 60L));
+  if (duration <= 0) bins.count = 1;
+  a->binSeconds = duration > 0 ? duration / bins.count : 1.0;
+  bins.start = a->startUnix;
+  bins.width = a->binSeconds;
+  a->binAttentionSeconds.assign(a->ranks.size(), std::vector<double>(bins.count, kNaN));
+  a->binScore.assign(a->ranks.size(), std::vector<double>(bins.count, kNaN));
+  for (const RankSteps& r : in.ranks) {
+    std::vector<std::vector<size_t>> perBin(bins.count);
+    for (size_t i = 0; i < r.attention.size(); ++i) perBin[bins(r.endUnix[i])].push_back(i);
+    for (int b = 0; b < bins.count; ++b)
+      a->binAttentionSeconds[in.rowOf.at(r.rank)][b] = typicalAttention(r, perBin[b], in.numSlots);
+  }
+  for (int b = 0; b < bins.count; ++b) {
+    for (size_t r = 0; r < a->ranks.size(); ++r) {
+      const double mine = a->binAttentionSeconds[r][b];
       if (std::isnan(mine)) continue;
       std::vector<double> others;
-      for (size_t o = 0; o < a.ranks.size(); ++o) {
-        if (o != r && !std::isnan(a.binAttentionSeconds[o][b]))
-          others.push_back(a.binAttentionSeconds[o][b]);
+      for (size_t o = 0; o < a->ranks.size(); ++o) {
+        if (o != r && !std::isnan(a->binAttentionSeconds[o][b]))
+          others.push_back(a->binAttentionSeconds[o][b]);
       }
       const double m = median(others);
-      if (!others.empty() && m > 0) a.binScore[r][b] = mine / m;  // alone: nobody to be slower than
+      if (!others.empty() && m > 0)
+        a->binScore[r][b] = mine / m;  // alone: nobody to be slower than
     }
   }
+  return bins;
+}
 
-  if (replay.done) {
-    a.stragglers = replayedEpisodes(replay, options, binOf);
-  } else {
-    a.stragglers = binnedEpisodes(a, ranks, rowOf, options, bins);
-  }
-
-  // Attribution of each episode: per (layer, phase, cell), the rank's median time per step in the
-  // episode against the median over the other ranks of theirs.
-  for (StragglerEpisode& e : a.stragglers) {
+// Attribution of each straggler episode: per (layer, phase, cell), the rank's typical time per
+// step in the episode against the median over the other ranks of theirs. Strongest first.
+void attributeEpisodes(const RunInput& in, Analysis* a) {
+  for (StragglerEpisode& e : a->stragglers) {
     const auto inSpan = [&](const RankSteps& r, size_t i) {
       return r.endUnix[i] > e.startUnix && r.endUnix[i] <= e.endUnix + 1e-9;
     };
-    std::vector<double> mine(static_cast<size_t>(numSlots) * kCells, 0.0);
-    std::vector<std::vector<double>> others(static_cast<size_t>(numSlots) * kCells);
+    std::vector<double> mine(static_cast<size_t>(in.numSlots) * kCells, 0.0);
+    std::vector<std::vector<double>> others(static_cast<size_t>(in.numSlots) * kCells);
     std::vector<double> otherTotals;
     double myTotal = 0;
     bool firstStep = true;
-    for (const RankSteps& r : ranks) {
+    for (const RankSteps& r : in.ranks) {
       std::vector<size_t> idx;
       for (size_t i = 0; i < r.cells.size(); ++i) {
         if (inSpan(r, i)) idx.push_back(i);
@@ -616,9 +623,9 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       }
     }
     e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
-    std::vector<double> layerExcess(numLayers, 0.0);
+    std::vector<double> layerExcess(in.numLayers, 0.0);
     double layerSum = 0, kindSum = 0;
-    for (int l = 0; l < numLayers; ++l) {
+    for (int l = 0; l < in.numLayers; ++l) {
       for (int p = 0; p < kNumPhases; ++p) {
         const size_t c = static_cast<size_t>(l * kNumPhases + p) * kCells;
         const double x = others[c].empty() ? 0 : mine[c] - median(others[c]);
@@ -633,7 +640,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     if (layerSum <= 0) continue;
     const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) -
                                      layerExcess.begin());
-    e.layer = a.layerNames[top];
+    e.layer = a->layerNames[top];
     e.layerShare = layerExcess[top] / layerSum;
     double best = -1;
     for (int p = 0; p < kNumPhases; ++p) {
@@ -650,31 +657,24 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
     e.kindShare = kindSum > 0 && best > 0 ? best / kindSum : 0;
   }
   std::sort(
-      a.stragglers.begin(), a.stragglers.end(),
+      a->stragglers.begin(), a->stragglers.end(),
       [](const StragglerEpisode& x, const StragglerEpisode& y) { return x.maxScore > y.maxScore; });
+}
 
-  // A job that aggregated compared cells live (rank 0's rounds, or a window naming a cell): the
-  // replay's cell outliers are the live ones. Without aggregation, from the steps.
-  const bool liveCells =
-      replay.done && (replay.cells || (rank0 != byRank.end() && !rank0->second->rounds.empty()));
-  if (liveCells) {
-    replayedCellOutliers(replay, ranks, layerIndex, options, &a);
-  } else {
-    findCellOutliers(ranks, numSlots, options, &a);
-  }
-
-  // Per-layer table and memory.
-  for (int l = 0; l < numLayers; ++l) {
+// The per-layer table (per-call p50/p99 over every rank, each rank's typical time per step and
+// peak bytes) and the memory outliers among the ranks' peaks.
+void layerTable(const RunInput& in, const AnalysisOptions& options, Analysis* a) {
+  for (int l = 0; l < in.numLayers; ++l) {
     for (int p = 0; p < kNumPhases; ++p) {
       const int slot = l * kNumPhases + p;
       LayerPhaseRow row;
-      row.layer = a.layerNames[l];
+      row.layer = a->layerNames[l];
       row.phase = static_cast<Phase>(p);
-      row.rankP50Seconds.assign(a.ranks.size(), kNaN);
-      row.rankSecondsPerStep.assign(a.ranks.size(), kNaN);
-      row.rankPeakBytes.assign(a.ranks.size(), -1);
+      row.rankP50Seconds.assign(a->ranks.size(), kNaN);
+      row.rankSecondsPerStep.assign(a->ranks.size(), kNaN);
+      row.rankPeakBytes.assign(a->ranks.size(), -1);
       std::vector<double> all, peaks;
-      for (const RankSteps& r : ranks) {
+      for (const RankSteps& r : in.ranks) {
         std::vector<double> perCall, perStep, peak;
         for (size_t i = 0; i < r.cells.size(); ++i) {
           const auto [calls, pk] = r.callsPeak[i][slot];
@@ -686,7 +686,7 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
           row.calls += calls;
         }
         if (perCall.empty()) continue;
-        const size_t ri = rowOf.at(r.rank);
+        const size_t ri = in.rowOf.at(r.rank);
         row.rankP50Seconds[ri] = median(perCall);
         row.rankSecondsPerStep[ri] = median(perStep);
         row.rankPeakBytes[ri] = static_cast<int64_t>(median(peak));
@@ -701,32 +701,75 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
       row.p99Seconds = quantileSorted(all, 0.99);
       row.medianPeakBytes = static_cast<int64_t>(median(peaks));
       if (peaks.size() >= 2) {
-        for (size_t ri = 0; ri < a.ranks.size(); ++ri) {
+        for (size_t ri = 0; ri < a->ranks.size(); ++ri) {
           const int64_t pk = row.rankPeakBytes[ri];
           if (pk < 0) continue;
           if (pk > options.memoryFactor * row.medianPeakBytes &&
               pk - row.medianPeakBytes >= options.minOutlierBytes) {
             MemoryOutlier o;
-            o.rank = a.ranks[ri].rank;
+            o.rank = a->ranks[ri].rank;
             o.layer = row.layer;
             o.phase = row.phase;
             o.peakBytes = pk;
             o.medianPeakBytes = row.medianPeakBytes;
             o.ratio =
                 row.medianPeakBytes > 0 ? static_cast<double>(pk) / row.medianPeakBytes : kNaN;
-            a.memoryOutliers.push_back(o);
+            a->memoryOutliers.push_back(o);
           }
         }
       }
-      a.layers.push_back(std::move(row));
+      a->layers.push_back(std::move(row));
     }
   }
+}
 
-  for (const auto& [rank, t] : byRank) {
+}  // namespace
+
+const char* rankOutcomeName(RankOutcome s) {
+  switch (s) {
+    case RankOutcome::kOk:
+      return "ok";
+    case RankOutcome::kStoppedEarly:
+      return "stopped_early";
+    case RankOutcome::kSkipped:
+      return "skipped";
+    case RankOutcome::kMissing:
+      return "missing";
+  }
+  return "?";
+}
+
+Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& traces,
+                    const std::vector<SkippedFile>& skipped, const AnalysisOptions& given) {
+  AnalysisOptions options = given;
+  Analysis a;
+  a.traceDir = traceDir;
+  a.skipped = skipped;
+  a.threshold = options.threshold;
+  RunInput in;
+  gatherRanks(traces, skipped, &in, &a);
+  mergeLayerNames(&in, &a);
+  flattenSteps(&in, &a);
+  rankRows(&in, &a);
+  rankFigures(&in, &a);
+  const detail::Replay replay = replayLive(in, &options, &a);
+  const Bins bins = timeline(in, options, &a);
+  a.stragglers = replay.done ? replayedEpisodes(replay, options, bins)
+                             : binnedEpisodes(a, in.ranks, in.rowOf, options, bins.count);
+  attributeEpisodes(in, &a);
+  // A job that aggregated compared cells live (rank 0's rounds, or a window naming a cell): the
+  // replay's cell outliers are the live ones. Without aggregation, from the steps.
+  if (replay.done && (replay.cells || (in.rank0() != nullptr && !in.rank0()->rounds.empty()))) {
+    replayedCellOutliers(replay, in.ranks, in.layerIndex, options, &a);
+  } else {
+    findCellOutliers(in.ranks, in.numSlots, options, &a);
+  }
+  layerTable(in, options, &a);
+  for (const auto& [rank, t] : in.byRank) {
     a.liveFindings.insert(a.liveFindings.end(), t->findings.begin(), t->findings.end());
     a.liveRounds.insert(a.liveRounds.end(), t->rounds.begin(), t->rounds.end());
   }
-  detail::analyzeRoofline(byRank, options, &a);
+  detail::analyzeRoofline(in.byRank, options, &a);
   return a;
 }
 
