@@ -141,7 +141,8 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
     s.cellKind = prev.cellKind;
     s.cellFactor = prev.cellFactor;
     s.cellShare = prev.cellShare;
-    if (sampled(r)) {
+    s.scored = sampled(r);
+    if (s.scored) {
       // Over the median of the others, as the post-run report scores (with two ranks the median
       // of both would halve any difference); alone, nobody to be slower than: 1.
       if (attention.size() < 2) {

@@ -664,8 +664,8 @@ void addJob(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ran
   // series per rank each, present while flagged.
   MetricFamily attribution = family(
       "attnscope_straggler_attribution_share",
-      "While a rank is a straggler: the (layer, phase, op kind) with the largest share of its "
-      "excess over the other ranks, and that share",
+      "While a rank is a straggler: the (layer, phase, op kind) most of its episode's windows "
+      "named as the largest share of its excess over the other ranks, and that share",
       MetricType::Gauge);
   MetricFamily cellFactor = family(
       "attnscope_cell_outlier_factor",
@@ -676,16 +676,19 @@ void addJob(std::vector<MetricFamily>* out, const MetricsIdentity& id, const Ran
       "attnscope_cell_outlier_share",
       "While a rank's cell is an outlier: its excess as a share of the rank's attention time",
       MetricType::Gauge);
+  // A straggler's attribution is its episode's (the cell most of its windows named): one window
+  // naming another cell would end the series for a round and restart an alert's `for` clock.
+  for (const DetectorEpisode& f : cluster.stragglers) {
+    if (f.lastRound != last.round || f.layer.empty()) continue;
+    addValue(&attribution,
+             with(job, {{"rank", std::to_string(f.rank)},
+                        {"layer", f.layer},
+                        {"phase", phaseName(f.phase)},
+                        {"op_kind", opKindName(f.kind)}}),
+             f.share);
+  }
   for (const RankStatus& s : last.ranks) {
     const std::string rank = std::to_string(s.rank);
-    if (s.straggler && s.window.topLayer >= 0) {
-      addValue(&attribution,
-               with(job, {{"rank", rank},
-                          {"layer", layerName(cluster, s.window.topLayer)},
-                          {"phase", phaseName(s.window.topPhase)},
-                          {"op_kind", opKindName(s.window.topKind)}}),
-               s.window.topShare);
-    }
     if (!s.cellOutlier) continue;
     const Labels l = with(job, {{"rank", rank},
                                 {"layer", layerName(cluster, s.cellLayer)},

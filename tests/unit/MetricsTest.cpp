@@ -667,10 +667,25 @@ TEST(MetricsTest, LargeJobsDescribeTheTopAndFlaggedRanksAndTheDistribution) {
   }
   cluster.last.ranks[1500].score = 2.5;
   cluster.last.ranks[1500].straggler = true;
+  // Its last window named another cell than most of its episode's windows: the episode's is
+  // exported (an earlier, ended episode of another rank is not).
+  cluster.last.round = 9;
   cluster.last.ranks[1500].window.topLayer = 0;
-  cluster.last.ranks[1500].window.topPhase = Phase::kBackward;
-  cluster.last.ranks[1500].window.topKind = OpKind::kSoftmax;
-  cluster.last.ranks[1500].window.topShare = 0.75;
+  cluster.last.ranks[1500].window.topPhase = Phase::kForward;
+  cluster.last.ranks[1500].window.topKind = OpKind::kScoreMatmul;
+  cluster.last.ranks[1500].window.topShare = 0.3;
+  DetectorEpisode episode;
+  episode.rank = 1500;
+  episode.firstRound = 3;
+  episode.lastRound = 9;
+  episode.layer = "layers.0.attn";
+  episode.phase = Phase::kBackward;
+  episode.kind = OpKind::kSoftmax;
+  episode.share = 0.75;
+  DetectorEpisode ended = episode;
+  ended.rank = 12;
+  ended.lastRound = 5;
+  cluster.stragglers = {ended, episode};
   cluster.last.ranks[42].cellOutlier = true;
   cluster.last.ranks[42].cellLayer = 0;
   cluster.last.presentRanks = world - 1;
@@ -703,6 +718,7 @@ TEST(MetricsTest, LargeJobsDescribeTheTopAndFlaggedRanksAndTheDistribution) {
   EXPECT_NE(text.find("attnscope_straggler_attribution_share{job=\"test-job\",rank=\"1500\","
                       "layer=\"layers.0.attn\",phase=\"backward\",op_kind=\"softmax\"} 0.75"),
             std::string::npos);
+  EXPECT_EQ(find(families, "attnscope_straggler_attribution_share")->metric.size(), 1u);
   // At or below the limit every rank is described.
   options.ranksDescribed = world;
   EXPECT_EQ(find(buildMetrics(identity(0), RankMetrics{}, StatsTable(), options, &cluster),

@@ -1,5 +1,7 @@
 #include "attnscope/core/StragglerDetector.h"
 
+#include "attnscope/core/StragglerEpisodes.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -513,6 +515,94 @@ TEST(StragglerDetectorTest, AWorldOfOneNeverHasAStraggler) {
     ASSERT_TRUE(c.hung.empty());
     EXPECT_DOUBLE_EQ(c.ranks[0].score, 1.0);
   }
+}
+
+// Rank 3 of 4 slow in layer 1 (forward softmax) window after window; `top` names the layer its
+// window attributes the excess to, `sampled` its sampled steps.
+std::vector<RankWindow> slowLayerRound(int32_t top, uint32_t sampled = 10) {
+  std::vector<RankWindow> v;
+  for (int r = 0; r < 4; ++r) v.push_back(window(r, r == 3 ? 1.75 : 1.0, 0, 10));
+  v[3].sampledSteps = sampled;
+  v[3].topLayer = top;
+  v[3].topPhase = Phase::kForward;
+  v[3].topKind = OpKind::kSoftmax;
+  v[3].topShare = 0.2;
+  return v;
+}
+
+StragglerOptions asTheReporterSets() {
+  StragglerOptions o;
+  o.minSampledSteps = 3;
+  return o;
+}
+
+const std::vector<std::string> kFourLayers = {"layers.0.attn", "layers.1.attn", "layers.2.attn",
+                                              "layers.3.attn"};
+
+TEST(StragglerEpisodesTest, AShortLastWindowDoesNotMoveTheAttribution) {
+  // A job's last window holds the steps since the last round: a step or two, in which a preempted
+  // op of any layer is the top of the excess. It is not scored, and names nothing for the episode.
+  StragglerDetector d(4, asTheReporterSets());
+  std::vector<DetectorEpisode> stragglers, hangs, cells;
+  for (int i = 1; i <= 5; ++i) {
+    updateEpisodes(d.update(slowLayerRound(1), i), kFourLayers, &stragglers, &hangs, &cells);
+  }
+  const ClusterRound& last = d.update(slowLayerRound(2, /*sampled=*/1), 6);
+  ASSERT_TRUE(last.ranks[3].straggler);  // the episode goes on through the last round
+  EXPECT_FALSE(last.ranks[3].scored);
+  updateEpisodes(last, kFourLayers, &stragglers, &hangs, &cells);
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_EQ(stragglers[0].lastRound, 6u);
+  EXPECT_EQ(stragglers[0].layer, "layers.1.attn");
+  EXPECT_NE(stragglers[0].description.find("layers.1.attn forward softmax"), std::string::npos)
+      << stragglers[0].description;
+  // Nor its score of 0 (nothing to score).
+  EXPECT_NE(stragglers[0].description.find("1.75x"), std::string::npos)
+      << stragglers[0].description;
+}
+
+TEST(StragglerEpisodesTest, TheLayerMostWindowsNamedIsTheEpisodes) {
+  // Under load one full window now and then names another layer (a rank preempted in it): the
+  // episode names the layer most of its windows named, whichever window came last.
+  StragglerDetector d(4, asTheReporterSets());
+  std::vector<DetectorEpisode> stragglers, hangs, cells;
+  const int32_t tops[] = {1, 1, 1, 3, 1, 1, 2};
+  uint64_t round = 0;
+  for (int32_t top : tops) {
+    updateEpisodes(d.update(slowLayerRound(top), ++round), kFourLayers, &stragglers, &hangs,
+                   &cells);
+  }
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_EQ(stragglers[0].layer, "layers.1.attn");
+  EXPECT_NE(stragglers[0].description.find("layers.1.attn"), std::string::npos);
+  EXPECT_EQ(stragglers[0].description.find("layers.2.attn"), std::string::npos);
+  // Enough windows naming another layer move it there.
+  for (int i = 0; i < 6; ++i) {
+    updateEpisodes(d.update(slowLayerRound(2), ++round), kFourLayers, &stragglers, &hangs, &cells);
+  }
+  ASSERT_EQ(stragglers.size(), 1u);
+  EXPECT_EQ(stragglers[0].layer, "layers.2.attn");
+}
+
+TEST(StragglerEpisodesTest, TheLeadingVoteIsTheLayerFirstThenItsCell) {
+  // A whole layer slowed spreads its windows over its cells; one cell of another layer named
+  // more often than any single one of them does not win.
+  std::vector<AttributionVote> votes = {
+      {1, Phase::kForward, OpKind::kSoftmax, 3, 0.2, 10},
+      {1, Phase::kBackward, OpKind::kScoreMatmul, 3, 0.2, 11},
+      {1, Phase::kForward, OpKind::kQkvProjection, 2, 0.2, 9},
+      {2, Phase::kForward, OpKind::kSoftmax, 4, 0.3, 12},
+  };
+  const AttributionVote* v = leadingVote(votes);
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->layer, 1);
+  // Equal counts in the layer: the cell named last.
+  EXPECT_EQ(v->phase, Phase::kBackward);
+  EXPECT_EQ(v->kind, OpKind::kScoreMatmul);
+  // Equal layers: the one named last.
+  votes.push_back({2, Phase::kBackward, OpKind::kSoftmax, 4, 0.1, 13});
+  EXPECT_EQ(leadingVote(votes)->layer, 2);
+  EXPECT_EQ(leadingVote({}), nullptr);
 }
 
 }  // namespace

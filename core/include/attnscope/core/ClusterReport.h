@@ -9,6 +9,16 @@
 
 namespace attnscope {
 
+// A cell a straggler's windows named as the top of its excess, and how many of them did.
+struct AttributionVote {
+  int32_t layer = -1;
+  Phase phase = Phase::kForward;
+  OpKind kind = OpKind::kOther;
+  uint32_t windows = 0;    // the episode's scored windows that named it
+  double share = 0;        // its share of the excess in the last of them
+  uint64_t lastRound = 0;  // the round of the last of them
+};
+
 // An episode of the live detector: from the round a rank became a straggler, hung, or a cell
 // outlier to the last round it still was (the ClusterReport keeps each sort in its own list). The
 // post-run report builds its StragglerEpisode and CellOutlier from these, with their evidence.
@@ -22,6 +32,9 @@ struct DetectorEpisode {
   OpKind kind = OpKind::kOther;
   double share = 0;
   std::string description;  // the log line
+  // Straggler episodes: the cells the rank's scored windows named. The attribution above is the
+  // layer most of them named and, in it, its most named cell (leadingVote, StragglerEpisodes.h).
+  std::vector<AttributionVote> votes;
 };
 
 // What rank 0 knows about the whole job: written into its summary JSON ("cluster" section) and

@@ -27,6 +27,9 @@ struct RankStatus {
   bool missing = false;  // absent for this round (and since missingSinceRound)
   uint64_t missingSinceRound = 0;
   double score = 0;  // attention time per sampled step / median of the other sampled ranks
+  // This round's window had minSampledSteps sampled steps: it was scored, and its attribution
+  // counts (a window of a step or two, such as a rank's last, names whatever was preempted in it).
+  bool scored = false;
   // Not a straggler: consecutive windows with score > threshold. A straggler: windows since
   // it became one (whatever their scores).
   int consecutive = 0;
