@@ -580,81 +580,99 @@ Bins timeline(const RunInput& in, const AnalysisOptions& options, Analysis* a) {
   return bins;
 }
 
+// A straggler episode's cells over its span: the rank's typical time per step in each (layer,
+// phase, cell) slot and each other rank's.
+struct EpisodeCells {
+  std::vector<double> mine;                 // by slot
+  std::vector<std::vector<double>> others;  // by slot, one per other rank with steps in the span
+  // The rank's excess over the other ranks' median in the slot; 0 when no other rank had steps.
+  double excess(size_t c) const { return others[c].empty() ? 0 : mine[c] - median(others[c]); }
+};
+
+// Gathers the episode's cells, and sets its first and last steps and its excess per step.
+EpisodeCells episodeCells(const RunInput& in, StragglerEpisode* e) {
+  const auto inSpan = [&](const RankSteps& r, size_t i) {
+    return r.endUnix[i] > e->startUnix && r.endUnix[i] <= e->endUnix + 1e-9;
+  };
+  EpisodeCells cells;
+  cells.mine.assign(static_cast<size_t>(in.numSlots) * kCells, 0.0);
+  cells.others.resize(cells.mine.size());
+  std::vector<double> otherTotals;
+  double myTotal = 0;
+  bool firstStep = true;
+  for (const RankSteps& r : in.ranks) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < r.cells.size(); ++i) {
+      if (inSpan(r, i)) idx.push_back(i);
+    }
+    if (idx.empty()) continue;
+    std::vector<double> totals;
+    for (size_t i : idx) totals.push_back(r.attention[i]);
+    for (size_t c = 0; c < cells.mine.size(); ++c) {
+      std::vector<double> v;
+      v.reserve(idx.size());
+      for (size_t i : idx) v.push_back(r.cells[i][c]);
+      const double m = typical(std::move(v));
+      if (r.rank == e->rank) {
+        cells.mine[c] = m;
+      } else {
+        cells.others[c].push_back(m);
+      }
+    }
+    if (r.rank == e->rank) {
+      myTotal = typical(totals);
+      for (size_t i : idx) {
+        if (firstStep) e->firstStep = r.step[i];
+        firstStep = false;
+        e->lastStep = r.step[i];
+      }
+    } else {
+      otherTotals.push_back(typical(totals));
+    }
+  }
+  e->excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
+  return cells;
+}
+
+// The layer with the largest positive excess (its share of the summed excess), and within it the
+// phase and op kind with the largest (its share of every op kind's positive excess).
+void attributeEpisode(const EpisodeCells& cells, const RunInput& in,
+                      const std::vector<std::string>& layerNames, StragglerEpisode* e) {
+  std::vector<double> layerExcess(in.numLayers, 0.0);
+  double layerSum = 0, kindSum = 0;
+  for (int l = 0; l < in.numLayers; ++l) {
+    for (int p = 0; p < kNumPhases; ++p) {
+      const size_t c = static_cast<size_t>(l * kNumPhases + p) * kCells;
+      layerExcess[l] += std::max(0.0, cells.excess(c));
+      for (int k = 1; k < kCells; ++k) kindSum += std::max(0.0, cells.excess(c + k));
+    }
+    layerSum += layerExcess[l];
+  }
+  if (layerSum <= 0) return;
+  const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) -
+                                   layerExcess.begin());
+  e->layer = layerNames[top];
+  e->layerShare = layerExcess[top] / layerSum;
+  double best = -1;
+  for (int p = 0; p < kNumPhases; ++p) {
+    const size_t c = static_cast<size_t>(top * kNumPhases + p) * kCells;
+    for (int k = 1; k < kCells; ++k) {
+      const double y = cells.excess(c + k);
+      if (y > best) {
+        best = y;
+        e->phase = static_cast<Phase>(p);
+        e->kind = static_cast<OpKind>(k - 1);
+      }
+    }
+  }
+  e->kindShare = kindSum > 0 && best > 0 ? best / kindSum : 0;
+}
+
 // Attribution of each straggler episode: per (layer, phase, cell), the rank's typical time per
 // step in the episode against the median over the other ranks of theirs. Strongest first.
 void attributeEpisodes(const RunInput& in, Analysis* a) {
   for (StragglerEpisode& e : a->stragglers) {
-    const auto inSpan = [&](const RankSteps& r, size_t i) {
-      return r.endUnix[i] > e.startUnix && r.endUnix[i] <= e.endUnix + 1e-9;
-    };
-    std::vector<double> mine(static_cast<size_t>(in.numSlots) * kCells, 0.0);
-    std::vector<std::vector<double>> others(static_cast<size_t>(in.numSlots) * kCells);
-    std::vector<double> otherTotals;
-    double myTotal = 0;
-    bool firstStep = true;
-    for (const RankSteps& r : in.ranks) {
-      std::vector<size_t> idx;
-      for (size_t i = 0; i < r.cells.size(); ++i) {
-        if (inSpan(r, i)) idx.push_back(i);
-      }
-      if (idx.empty()) continue;
-      std::vector<double> totals;
-      for (size_t i : idx) totals.push_back(r.attention[i]);
-      for (size_t c = 0; c < mine.size(); ++c) {
-        std::vector<double> v;
-        v.reserve(idx.size());
-        for (size_t i : idx) v.push_back(r.cells[i][c]);
-        const double m = typical(std::move(v));
-        if (r.rank == e.rank) {
-          mine[c] = m;
-        } else {
-          others[c].push_back(m);
-        }
-      }
-      if (r.rank == e.rank) {
-        myTotal = typical(totals);
-        for (size_t i : idx) {
-          if (firstStep) e.firstStep = r.step[i];
-          firstStep = false;
-          e.lastStep = r.step[i];
-        }
-      } else {
-        otherTotals.push_back(typical(totals));
-      }
-    }
-    e.excessSecondsPerStep = otherTotals.empty() ? 0 : myTotal - median(otherTotals);
-    std::vector<double> layerExcess(in.numLayers, 0.0);
-    double layerSum = 0, kindSum = 0;
-    for (int l = 0; l < in.numLayers; ++l) {
-      for (int p = 0; p < kNumPhases; ++p) {
-        const size_t c = static_cast<size_t>(l * kNumPhases + p) * kCells;
-        const double x = others[c].empty() ? 0 : mine[c] - median(others[c]);
-        if (x > 0) layerExcess[l] += x;
-        for (int k = 1; k < kCells; ++k) {
-          const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
-          if (y > 0) kindSum += y;
-        }
-      }
-      layerSum += layerExcess[l];
-    }
-    if (layerSum <= 0) continue;
-    const int top = static_cast<int>(std::max_element(layerExcess.begin(), layerExcess.end()) -
-                                     layerExcess.begin());
-    e.layer = a->layerNames[top];
-    e.layerShare = layerExcess[top] / layerSum;
-    double best = -1;
-    for (int p = 0; p < kNumPhases; ++p) {
-      const size_t c = static_cast<size_t>(top * kNumPhases + p) * kCells;
-      for (int k = 1; k < kCells; ++k) {
-        const double y = others[c + k].empty() ? 0 : mine[c + k] - median(others[c + k]);
-        if (y > best) {
-          best = y;
-          e.phase = static_cast<Phase>(p);
-          e.kind = static_cast<OpKind>(k - 1);
-        }
-      }
-    }
-    e.kindShare = kindSum > 0 && best > 0 ? best / kindSum : 0;
+    attributeEpisode(episodeCells(in, &e), in, a->layerNames, &e);
   }
   std::sort(
       a->stragglers.begin(), a->stragglers.end(),
