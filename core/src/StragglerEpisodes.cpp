@@ -1,6 +1,8 @@
 #include "attnscope/core/StragglerEpisodes.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "attnscope/core/Log.h"
 
@@ -86,19 +88,19 @@ const AttributionVote* leadingVote(const std::vector<AttributionVote>& votes) {
   const auto ahead = [](uint64_t a, uint64_t aRound, uint64_t b, uint64_t bRound) {
     return a > b || (a == b && aRound > bRound);
   };
+  std::map<int32_t, std::pair<uint64_t, uint64_t>> layers;  // windows, last round
+  for (const AttributionVote& v : votes) {
+    auto& [windows, last] = layers[v.layer];
+    windows += v.windows;
+    last = std::max(last, v.lastRound);
+  }
   int32_t layer = -1;
   uint64_t layerWindows = 0, layerRound = 0;
-  for (const AttributionVote& v : votes) {
-    uint64_t windows = 0, last = 0;
-    for (const AttributionVote& u : votes) {
-      if (u.layer != v.layer) continue;
-      windows += u.windows;
-      last = std::max(last, u.lastRound);
-    }
-    if (layer < 0 || ahead(windows, last, layerWindows, layerRound)) {
-      layer = v.layer;
-      layerWindows = windows;
-      layerRound = last;
+  for (const auto& [id, counts] : layers) {
+    if (layer < 0 || ahead(counts.first, counts.second, layerWindows, layerRound)) {
+      layer = id;
+      layerWindows = counts.first;
+      layerRound = counts.second;
     }
   }
   const AttributionVote* best = nullptr;
