@@ -345,8 +345,12 @@ def test_contended_rank2(run_dir, example_ranks, analyze_bin):
 def test_cell_outlier3(run_dir, example_ranks, analyze_bin):
     import urllib.request
     port = free_ports(3)
+    # Three ranks share 2 cores: a healthy rank's cell can really run 1.3x its peers' for a few
+    # seconds while the scheduler favours the others (rank 0's backward output_projection, 1.31x for
+    # 3 windows, in one fresh-clone run), which the default factor rightly names. The injected cell
+    # measures 1.8-2.1x: a factor of 1.6 keeps the test about that cell.
     env = dict(trace_env(example_ranks, 1.0), ATTNSCOPE_BIND="127.0.0.1", ATTNSCOPE_PORT=str(port),
-               ATTNSCOPE_JOB="cell-outlier3")
+               ATTNSCOPE_JOB="cell-outlier3", ATTNSCOPE_CELL_OUTLIER_FACTOR="1.6")
     duration = 20
     procs = example_ranks.spawn(3, env, TINY + ["--steps", "100000000", "--duration-s", str(duration),
                                         "--slow-rank", "1", "--slow-layer", "2", "--slow-kind",
@@ -367,7 +371,7 @@ def test_cell_outlier3(run_dir, example_ranks, analyze_bin):
     assert example_ranks.wait(procs, deadline=120) == [0, 0, 0], "ranks failed"
     assert seen is not None, f"rank 0's /metrics never had {want}"
     factor = float(seen.split()[-1])
-    assert factor >= 1.3, f"live factor {factor}"
+    assert factor >= 1.6, f"live factor {factor}"
     print(f"rank 0's /metrics: {seen}")
     with open(os.path.join(run_dir, "s-0.json")) as f:
         live = json.load(f)["cluster"]["cell_outliers"]
