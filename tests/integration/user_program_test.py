@@ -49,6 +49,11 @@ def run_job(tmp, program):
         "ATTNSCOPE_LOG_LEVEL": "info",
         "ATTNSCOPE_PORT": "0",  # no metrics endpoint: nothing to collide with other tests' ports
         "ATTNSCOPE_ROUND_TIMEOUT_S": "10",
+        # Four ranks share 2 cores in 0.5 s windows: a healthy rank can really run 1.37x the
+        # others' attention time for 3 windows (rank 0, in one fresh-clone run), which the default
+        # 1.2 rightly names. The checks below are about the injected cell, and that it does not
+        # make any rank a straggler: 1.5 keeps contention out of them.
+        "ATTNSCOPE_STRAGGLER_THRESHOLD": "1.5",
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
     }
