@@ -39,6 +39,9 @@ MPIRUN_TIMEOUT_S = 50    # mpirun ends the job then
 KILL_AFTER_S = 55        # this script ends mpirun then
 
 
+STRAGGLER_THRESHOLD = "1.5"  # run_job says why
+
+
 def run_job(tmp, program):
     env = dict(os.environ)
     settings = {
@@ -53,7 +56,7 @@ def run_job(tmp, program):
         # others' attention time for 3 windows (rank 0, in one fresh-clone run), which the default
         # 1.2 rightly names. The checks below are about the injected cell, and that it does not
         # make any rank a straggler: 1.5 keeps contention out of them.
-        "ATTNSCOPE_STRAGGLER_THRESHOLD": "1.5",
+        "ATTNSCOPE_STRAGGLER_THRESHOLD": STRAGGLER_THRESHOLD,
         "OMP_NUM_THREADS": "1",
         "OPENBLAS_NUM_THREADS": "1",
     }
@@ -83,7 +86,9 @@ def run_job(tmp, program):
 
 def analyze(tmp, analyze_bin):
     out = os.path.join(tmp, "report.json")
-    p = subprocess.run([analyze_bin, os.path.join(tmp, "trace"), "--json", out],
+    # The run's straggler threshold (run_job): the report takes --threshold, not the run's own.
+    p = subprocess.run([analyze_bin, os.path.join(tmp, "trace"), "--json", out, "--threshold",
+                        STRAGGLER_THRESHOLD],
                        capture_output=True, text=True, timeout=30)
     report = json.load(open(out)) if os.path.exists(out) else None
     return p, report
