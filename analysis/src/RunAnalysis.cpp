@@ -506,14 +506,34 @@ void rankFigures(const RunInput* in, Analysis* a) {
   }
 }
 
-// The live detector, replayed from the windows every rank recorded: where the files have them,
-// the scores, straggler episodes and cell outliers are the live ones by construction. The cell
-// factor is the run's own (what its live detector applied), unless one was given.
-detail::Replay replayLive(const RunInput& in, AnalysisOptions* options, Analysis* a) {
-  if (!(options->cellFactor > 0)) {
-    const double live = detail::runConfigNumber(in.rank0(), "cell_outlier_factor");
-    options->cellFactor = live > 1 ? live : Config{}.cellOutlierFactor;
+// The detection options the report was not given: the run's own, what its live detector applied
+// (the config of the lowest rank whose file has one, rank 0 unless its file is lost; Config's
+// defaults where no file has a value in range). Replayed at other options, the report would name
+// other stragglers and cells than the job did.
+void runOptions(const RunInput& in, AnalysisOptions* options) {
+  const Config defaults;
+  const auto own = [&](const char* key, double lo, double hi, double fallback) {
+    for (const auto& [rank, t] : in.byRank) {
+      const double v = detail::runConfigNumber(t, key);
+      if (!std::isnan(v)) return v >= lo && v <= hi ? v : fallback;
+    }
+    return fallback;
+  };
+  if (!(options->threshold > 0))
+    options->threshold = own("straggler_threshold", 1.01, 100, defaults.stragglerThreshold);
+  if (options->minBins <= 0) {
+    options->minBins = static_cast<int>(
+        own("straggler_windows", 1, 1000, static_cast<double>(defaults.stragglerWindows)));
   }
+  if (!(options->cellFactor > 0))
+    options->cellFactor = own("cell_outlier_factor", 1.01, 100, defaults.cellOutlierFactor);
+  if (!(options->cellMinShare >= 0))
+    options->cellMinShare = own("cell_outlier_min_share", 0, 1, defaults.cellOutlierMinShare);
+}
+
+// The live detector, replayed from the windows every rank recorded: where the files have them,
+// the scores, straggler episodes and cell outliers are the live ones by construction.
+detail::Replay replayLive(const RunInput& in, const AnalysisOptions* options, Analysis* a) {
   detail::Replay replay = detail::replayDetector(
       in.byRank, a->worldSize, a->layerNames, in.layerIndex,
       detail::replayOptions(in.rank0(), options->threshold, options->minBins));
@@ -763,9 +783,10 @@ Analysis analyzeRun(const std::string& traceDir, const std::vector<RankTrace>& t
   Analysis a;
   a.traceDir = traceDir;
   a.skipped = skipped;
-  a.threshold = options.threshold;
   RunInput in;
   gatherRanks(traces, skipped, &in, &a);
+  runOptions(in, &options);
+  a.threshold = options.threshold;
   mergeLayerNames(&in, &a);
   flattenSteps(&in, &a);
   rankRows(&in, &a);

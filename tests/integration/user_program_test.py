@@ -86,9 +86,8 @@ def run_job(tmp, program):
 
 def analyze(tmp, analyze_bin):
     out = os.path.join(tmp, "report.json")
-    # The run's straggler threshold (run_job): the report takes --threshold, not the run's own.
-    p = subprocess.run([analyze_bin, os.path.join(tmp, "trace"), "--json", out, "--threshold",
-                        STRAGGLER_THRESHOLD],
+    # No flags: the report replays the detector at the run's own options (STRAGGLER_THRESHOLD).
+    p = subprocess.run([analyze_bin, os.path.join(tmp, "trace"), "--json", out],
                        capture_output=True, text=True, timeout=30)
     report = json.load(open(out)) if os.path.exists(out) else None
     return p, report
@@ -185,6 +184,9 @@ def test_mpirun4_slow_cell(run_dir, program, analyze_bin):
     live_stragglers = sorted({f["rank"] for f in findings if f["kind"] == "straggler"})
     post_stragglers = sorted({s["rank"] for s in report["stragglers"]})
     result["stragglers_live"], result["stragglers_report"] = live_stragglers, post_stragglers
+    expect(report["timeline"]["threshold"] == float(STRAGGLER_THRESHOLD),
+           f"report replayed at threshold {report['timeline']['threshold']}, the run's is "
+           f"{STRAGGLER_THRESHOLD}")
     healthy = [r for r in range(WORLD) if r != SLOW["rank"]]
     expect(not set(live_stragglers) & set(healthy), f"live straggler episodes on {live_stragglers}")
     expect(not set(post_stragglers) & set(healthy), f"report straggler episodes on {post_stragglers}")

@@ -309,6 +309,47 @@ TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
   EXPECT_TRUE(analysis::analyzeRun(dir.path(), traces, skipped, strict).cellOutliers.empty());
 }
 
+// A run at ATTNSCOPE_STRAGGLER_THRESHOLD=1.5 and _WINDOWS=4 whose rank 1 is 1.3x slower: live,
+// not a straggler. The report replayed its detector at 1.2 and 3 windows and named rank 1.
+TEST(RunAnalysisTest, TheStragglerOptionsAreTheRunsOwnUnlessGiven) {
+  TempDir dir;
+  testdata::WindowedRun run;
+  run.intervals = 8;
+  run.config =
+      "{\"aggregation\": \"gloo\", \"straggler_threshold\": 1.5, "
+      "\"straggler_windows\": 4, \"cell_outlier_min_share\": 0.1}";
+  run.callNs = [](int r, int i) -> int64_t { return r == 1 && i < 3 ? 1300 : 1000; };
+  run.fill = [](int r, int, RankWindow* w) {
+    if (r != 2) return;
+    w->cellLayer = 0;
+    w->cellPhase = Phase::kForward;
+    w->cellKind = OpKind::kSoftmax;
+    w->cellFactor = 1.5;
+    w->cellShare = 0.05;  // under the run's share, over the default 0.02
+  };
+  testdata::writeWindows(dir.path(), run);
+  const Analysis a = analyzeDir(dir.path());
+  EXPECT_DOUBLE_EQ(a.threshold, 1.5);
+  EXPECT_TRUE(a.stragglers.empty());
+  EXPECT_TRUE(a.cellOutliers.empty());
+
+  std::vector<analysis::RankTrace> traces;
+  std::vector<analysis::SkippedFile> skipped;
+  std::string error;
+  ASSERT_TRUE(analysis::readTraceDirectory(dir.path(), &traces, &skipped, &error)) << error;
+  analysis::AnalysisOptions given;
+  given.threshold = 1.2;
+  given.cellMinShare = 0.02;
+  Analysis loose = analysis::analyzeRun(dir.path(), traces, skipped, given);
+  EXPECT_TRUE(loose.stragglers.empty());  // 3 windows above 1.2, the run's 4 needed
+  ASSERT_EQ(loose.cellOutliers.size(), 1u);
+  EXPECT_EQ(loose.cellOutliers[0].rank, 2);
+  given.minBins = 3;
+  loose = analysis::analyzeRun(dir.path(), traces, skipped, given);
+  ASSERT_EQ(loose.stragglers.size(), 1u);
+  EXPECT_EQ(loose.stragglers[0].rank, 1);
+}
+
 // A straggler whose slowdown sags between the exit threshold and the threshold for a few windows
 // (1.5x, then 1.15x for 6 s, then 1.5x again) is one episode, as the live detector's hysteresis
 // keeps it; scored in time bins of its own, the report split it in two.

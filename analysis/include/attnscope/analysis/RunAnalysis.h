@@ -11,12 +11,16 @@
 namespace attnscope {
 namespace analysis {
 
+// Every detection option left at "the run's own" (0, or a negative share) takes what the run's live
+// detector applied: its trace's config, else Config's default. Given, it overrides the run's.
 struct AnalysisOptions {
   // A rank is slow in a time bin when its typical (median) attention time per step exceeds
-  // threshold × the median of the other ranks with steps in that bin...
-  double threshold = 1.2;
-  // ...and a straggler episode is at least this many consecutive slow bins.
-  int minBins = 3;
+  // threshold × the median of the other ranks with steps in that bin (0: the run's own
+  // ATTNSCOPE_STRAGGLER_THRESHOLD)...
+  double threshold = 0;
+  // ...and a straggler episode is at least this many consecutive slow bins (0: the run's own
+  // ATTNSCOPE_STRAGGLER_WINDOWS).
+  int minBins = 0;
   // Time bins across the run (0: about one per 2 s of run time, 12 to 60).
   int bins = 0;
   // A (layer, phase) whose typical peak on one rank exceeds this × the median of the ranks (and
@@ -26,9 +30,10 @@ struct AnalysisOptions {
   // A (rank, layer, phase, op kind) cell whose median time per step is at least cellFactor × the
   // median over the other ranks of theirs, by at least cellMinShare of the rank's own time per
   // step in that layer and phase, is a cell outlier (whether or not the rank as a whole is a
-  // straggler). 0: the run's own ATTNSCOPE_CELL_OUTLIER_FACTOR (its trace's config), else Config's.
+  // straggler). 0: the run's own ATTNSCOPE_CELL_OUTLIER_FACTOR; a negative share: the run's own
+  // ATTNSCOPE_CELL_OUTLIER_MIN_SHARE.
   double cellFactor = 0;
-  double cellMinShare = 0.02;
+  double cellMinShare = -1;
 
   // Recommendations from the roofline cells (docs/ANALYSIS.md):
   // unfused_attention: no fused_attention op ran and softmax + dropout + layout_copy take more
