@@ -18,17 +18,19 @@
 //       [--cell-sigmas Z]   # ATTNSCOPE_CELL_OUTLIER_SIGMAS for the run (default Config's)
 //       [--cell-min-share S]   # ATTNSCOPE_CELL_OUTLIER_MIN_SHARE for the run (default Config's)
 //       [--steps-per-window N]   # 20 (a 1 s window of the example); 200 is the default 10 s
+//       [--windows N]   # windows per trial (default 8, at least 8): longer injections show splits
+//       [--entry-limits-only]   # a held cell judged at the entry limits (the rule before CellHold)
 // prints a Markdown table (rows pooled over 1-3 slowed ranks; --by-slowed: one row per count);
 // --json writes one record per condition and slowed count. Each size and profile is independent
 // (its own seeds), so a full run may be split over processes by --sizes and --profiles.
 //   build/bench/detection_bench --quick     # smoke run (ctest DetectionBench.quick, label bench)
 //
 // The model: 4 layers x forward/backward x 5 op kinds (QKV projection, score matmul, softmax,
-// context matmul, output projection) with the per-call times of the example below; 8 windows of
-// 20 steps (all sampled); one call per layer and phase per step. An injection starts in window 1
-// and lasts to the end (7 windows): one cell (random layer, phase and kind per slowed rank) or one
-// whole layer (random) of 1, 2 or 3 random ranks runs `factor` x its body time. The other ranks
-// are healthy: every finding on them is false.
+// context matmul, output projection) with the per-call times of the example below; 8 windows
+// (--windows) of 20 steps (all sampled); one call per layer and phase per step. An injection
+// starts in window 1 and lasts to the end: one cell (random layer, phase and kind per slowed
+// rank) or one whole layer (random) of 1, 2 or 3 random ranks runs `factor` x its body time. The
+// other ranks are healthy: every finding on them is false.
 //
 // Noise, fitted to the example on this machine (2 cores shared with other builds, load 2-4) by
 // bench/detection_noise_fit.py: examples/train_transformer --layers 4 --d-model 64 --heads 4
@@ -121,7 +123,9 @@ using attnscope::Typical;
 constexpr int kLayers = 4;
 constexpr int kPhases = 2;  // forward, backward
 constexpr int kKinds = 5;
-constexpr int kWindows = 8;
+int gWindows = 8;  // windows per trial (--windows)
+// --entry-limits-only: a held cell judged at the entry limits, as before CellHold (to compare).
+bool gExitLimits = true;
 int gSteps = 20;  // steps per window (--steps-per-window): 20 is a 1 s window of the example
 constexpr int kInjectFrom = 1;  // first slowed window
 constexpr int kMaxSlowed = 3;
@@ -133,6 +137,7 @@ constexpr double kBaseSeconds[kPhases][kKinds] = {{145e-6, 100e-6, 71e-6, 80e-6,
                                                   {215e-6, 113e-6, 41e-6, 112e-6, 103e-6}};
 // The cell-outlier limits of the run: Config's defaults, or --cell-factor / --cell-sigmas.
 attnscope::CellOutlierLimits gLimits = attnscope::cellOutlierLimits(attnscope::Config{});
+const attnscope::StragglerOptions gOptions = attnscope::stragglerOptions(attnscope::Config{});
 constexpr int kStatistics = 3;
 constexpr Typical kStatistic[kStatistics] = {Typical::kFastHalfMean, Typical::kMedian,
                                              Typical::kMean};
@@ -470,20 +475,45 @@ StatsTable othersOf(const StatsTable& mine, const std::vector<double>& sum) {
   return StatsTable::fromFlat(layerNames(), flat);
 }
 
-// compareCells as the reporter calls it, with the cell named last window kept.
+void setCell(RankWindow* w, const CellComparison& c) {
+  w->cellLayer = c.outlier.layer;
+  w->cellPhase = c.outlier.phase;
+  w->cellKind = c.outlier.kind;
+  w->cellFactor = c.outlier.factor;
+  w->cellShare = c.outlier.share;
+  w->topLayer = c.attribution.layer;
+  w->topPhase = c.attribution.phase;
+  w->topKind = c.attribution.kind;
+  w->topShare = c.attribution.share;
+}
+
+// What the rank's CellHold sees of a window: its sampled steps and the cell it names.
+void observe(attnscope::CellHold* hold, const CellComparison& c) {
+  RankWindow w;
+  w.present = true;
+  w.steps = w.sampledSteps = gSteps;
+  setCell(&w, c);
+  hold->observe(w);
+}
+
+// compareCells as the reporter calls it: the cell the detector holds (else the one named last)
+// kept, and the window observed by the rank's CellHold.
 CellComparison compare(const StatsTable& mine, const StatsTable& others, int ranks,
-                       const CellComparison& pending, Typical statistic) {
-  return attnscope::compareCells(mine, gSteps, others, static_cast<uint64_t>(gSteps) * (ranks - 1),
-                                 gLimits, pending.outlier, statistic);
+                       attnscope::CellHold* hold, Typical statistic) {
+  const CellComparison c =
+      attnscope::compareCells(mine, gSteps, others, static_cast<uint64_t>(gSteps) * (ranks - 1),
+                              gLimits, hold->keep(), gExitLimits && hold->held(), statistic);
+  observe(hold, c);
+  return c;
 }
 
 // Pass 1: the injection-free sums and scalars of every rank, and the shared healthy comparisons.
 void passOne(Trial* t, const Profile& p) {
   const int n = t->ranks;
-  t->sum.assign(kWindows, {});
-  t->scalars.assign(static_cast<size_t>(kWindows) * n, Scalars{});
+  t->sum.assign(gWindows, {});
+  t->scalars.assign(static_cast<size_t>(gWindows) * n, Scalars{});
   const Injection none;
-  for (int w = 0; w < kWindows; ++w) {
+  for (int w = 0; w < gWindows; ++w) {
     StatsTable sum(kLayers);
     for (const std::string& name : layerNames()) sum.layerId(name);
     for (int r = 0; r < n; ++r) {
@@ -496,36 +526,25 @@ void passOne(Trial* t, const Profile& p) {
   t->healthyCells.assign(kStatistics, {});
   if (t->exactHealthy) return;
   for (int i = 0; i < kStatistics; ++i) {
-    t->healthyCells[i].assign(kWindows, std::vector<CellComparison>(t->evaluated.size()));
+    t->healthyCells[i].assign(gWindows, std::vector<CellComparison>(t->evaluated.size()));
   }
-  std::vector<CellComparison> last(t->evaluated.size() * kStatistics);
+  std::vector<attnscope::CellHold> holds(t->evaluated.size() * kStatistics,
+                                         attnscope::CellHold(gOptions));
+  for (attnscope::CellHold& hold : holds) observe(&hold, CellComparison{});  // window 0
   for (size_t e = 0; e < t->evaluated.size(); ++e) {
     const int r = t->evaluated[e];
     StatsTable before = rankWindow(p, t->seed, r, 0, t->crowded[r], none);
-    for (int w = 1; w < kWindows; ++w) {
+    for (int w = 1; w < gWindows; ++w) {
       // This window against the others' of the window before, as the reporter compares.
       const StatsTable others = othersOf(before, t->sum[w - 1]);
       StatsTable mine = rankWindow(p, t->seed, r, w, t->crowded[r], none);
       for (int i = 0; i < kStatistics; ++i) {
-        CellComparison& c = last[e * kStatistics + i];
-        c = compare(mine, others, n, c, kStatistic[i]);
-        t->healthyCells[i][w][e] = c;
+        t->healthyCells[i][w][e] =
+            compare(mine, others, n, &holds[e * kStatistics + i], kStatistic[i]);
       }
       before = std::move(mine);
     }
   }
-}
-
-void setCell(RankWindow* w, const CellComparison& c) {
-  w->cellLayer = c.outlier.layer;
-  w->cellPhase = c.outlier.phase;
-  w->cellKind = c.outlier.kind;
-  w->cellFactor = c.outlier.factor;
-  w->cellShare = c.outlier.share;
-  w->topLayer = c.attribution.layer;
-  w->topPhase = c.attribution.phase;
-  w->topKind = c.attribution.kind;
-  w->topShare = c.attribution.share;
 }
 
 // The episodes of one detector. updateEpisodes looks up each flagged rank's ongoing episode among
@@ -571,27 +590,19 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
     }
     inj[i].factor = cond.factor;
   }
-  const attnscope::Config config;
-  attnscope::StragglerOptions options;
-  options.threshold = config.stragglerThreshold;
-  options.windows = static_cast<int>(config.stragglerWindows);
-  options.exitThreshold = config.exitThreshold();
-  options.exitWindows = static_cast<int>(config.stragglerExitWindows);
-  options.hangSeconds = config.hangSeconds;
-  options.minSampledSteps = 3;  // as the reporter sets it
   std::vector<attnscope::StragglerDetector> detectors;
-  for (int i = 0; i < kStatistics; ++i) detectors.emplace_back(n, options);
+  for (int i = 0; i < kStatistics; ++i) detectors.emplace_back(n, gOptions);
   std::array<Episodes, kStatistics> episodes;
   // Ranks compared per condition: the three that may be slowed (the first k are), and at 64 ranks
   // every healthy one.
   std::vector<int> exact(t.slowed.begin(), t.slowed.end());
   if (t.exactHealthy) exact.insert(exact.end(), t.evaluated.begin(), t.evaluated.end());
-  std::vector<CellComparison> last(exact.size() * kStatistics);
+  std::vector<attnscope::CellHold> holds(exact.size() * kStatistics, attnscope::CellHold(gOptions));
   std::vector<StatsTable> othersBefore(exact.size());  // each compared rank's others, window before
   std::vector<RankWindow> windows(n);
   std::vector<std::vector<int>> firstStraggler(kStatistics, std::vector<int>(k, -1));
   std::vector<std::vector<int>> firstCell(kStatistics, std::vector<int>(k, -1));
-  for (int w = 0; w < kWindows; ++w) {
+  for (int w = 0; w < gWindows; ++w) {
     const bool injecting = w >= kInjectFrom;
     // This condition's sum: the injection-free one with the slowed ranks' windows swapped in.
     std::vector<double> sum = t.sum[w];
@@ -617,8 +628,11 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
           slowedRank && injecting ? scalarsOf(mine) : t.scalars[static_cast<size_t>(w) * n + r];
       StatsTable others = othersOf(mine, sum);
       for (int i = 0; i < kStatistics; ++i) {
+        attnscope::CellHold* hold = &holds[e * kStatistics + i];
         if (w > 0) {
-          now[i][e] = compare(mine, othersBefore[e], n, last[e * kStatistics + i], kStatistic[i]);
+          now[i][e] = compare(mine, othersBefore[e], n, hold, kStatistic[i]);
+        } else {
+          observe(hold, now[i][e]);
         }
         if (slowedRank && injecting) {
           (*tallies)[i].factors.push_back(measuredFactor(mine, others, inj[e], kStatistic[i]));
@@ -661,18 +675,15 @@ void runCondition(const Trial& t, const Profile& p, const Condition& cond,
         if (rightCell && firstCell[i][j] < 0) firstCell[i][j] = w;
       }
     }
-    for (size_t e = 0; e < exact.size(); ++e) {
-      for (int i = 0; i < kStatistics; ++i) last[e * kStatistics + i] = now[i][e];
-    }
   }
   // Scoring.
   for (int i = 0; i < kStatistics; ++i) {
     Tally& tally = (*tallies)[i];
     episodes[i].finish();
     tally.injected += k;
-    tally.rankWindows += static_cast<double>(n) * kWindows;
+    tally.rankWindows += static_cast<double>(n) * gWindows;
     const double cellRanks = kMaxSlowed + static_cast<double>(t.evaluated.size()) * t.healthyScale;
-    tally.cellRankWindows += cellRanks * kWindows;
+    tally.cellRankWindows += cellRanks * gWindows;
     std::vector<int> stragglerEpisodes(k, 0), cellEpisodes(k, 0);
     for (const DetectorEpisode& f : episodes[i].doneStragglers) {
       const auto it = std::find(t.slowed.begin(), t.slowed.begin() + k, f.rank);
@@ -801,6 +812,12 @@ Options parse(int argc, char** argv) {
       (factor ? gLimits.factor : share ? gLimits.minShare : gLimits.sigmas) = x;
     } else if (a == "--steps-per-window") {
       gSteps = positive(a, value(), 100000);
+    } else if (a == "--windows") {
+      gWindows = positive(a, value(), 1000);
+      if (gWindows < 8)
+        throw std::invalid_argument("--windows " + std::to_string(gWindows) + ": at least 8");
+    } else if (a == "--entry-limits-only") {
+      gExitLimits = false;
     } else if (a == "--quick") {
       o.quick = true;
     } else {
@@ -809,7 +826,7 @@ Options parse(int argc, char** argv) {
           " (allowed: --trials N, --seed N, --sizes A,B, --profiles "
           "measured,oversubscribed,heavy, --by-slowed, --json FILE, "
           "--cell-factor F, --cell-sigmas Z, --cell-min-share S, --steps-per-window N, "
-          "--quick)");
+          "--windows N, --entry-limits-only, --quick)");
     }
   }
   if (o.quick) {
@@ -922,9 +939,11 @@ void printTable(const std::vector<Row>& rows, int trials, bool bySlowed) {
 void writeJson(const std::string& path, const std::vector<Row>& rows, const Options& o) {
   std::ofstream out(path);
   if (!out) throw std::runtime_error("--json " + path + ": cannot write");
-  out << "{\"trials\": " << o.trials << ", \"seed\": " << o.seed << ", \"windows\": " << kWindows
+  out << "{\"trials\": " << o.trials << ", \"seed\": " << o.seed << ", \"windows\": " << gWindows
       << ", \"steps_per_window\": " << gSteps << ", \"cell_outlier_factor\": " << gLimits.factor
-      << ", \"cell_outlier_sigmas\": " << gLimits.sigmas << ", \"rows\": [\n";
+      << ", \"cell_outlier_sigmas\": " << gLimits.sigmas
+      << ", \"held_cells_at_exit_limits\": " << (gExitLimits ? "true" : "false")
+      << ", \"rows\": [\n";
   for (size_t r = 0; r < rows.size(); ++r) {
     const Row& row = rows[r];
     for (int i = 0; i < kStatistics; ++i) {

@@ -111,9 +111,10 @@ Estimate typicalPerStep(const CellStats& cell, uint64_t sampledSteps, Typical st
 
 CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                             const StatsTable& others, uint64_t othersSampledSteps,
-                            const CellOutlierLimits& limits, const CellOutlierCell& keep,
+                            const CellOutlierLimits& limits, const CellOutlierCell& keep, bool held,
                             Typical statistic) {
   CellComparison out;
+  const CellOutlierLimits keepLimits = held ? limits.exit() : limits;
   if (mySampledSteps == 0 || othersSampledSteps == 0) return out;
   const auto& a = mine.layers();
   const auto& c = others.layers();
@@ -156,13 +157,15 @@ CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
         // Standard error of the difference; 0 where not computed (then any excess is evidence).
         const double error = std::hypot(ownEstimate.standardError, typicalEstimate.standardError);
         const double sigmas = error > 0 ? excess / error : 0.0;
-        if (typical > 0 && own >= limits.factor * typical && layerPhase > 0 &&
-            excess >= limits.minShare * layerPhase && (error == 0 || sigmas >= limits.sigmas)) {
+        const bool kept = static_cast<int32_t>(l) == keep.layer &&
+                          static_cast<Phase>(p) == keep.phase &&
+                          static_cast<OpKind>(k) == keep.kind;
+        const CellOutlierLimits& bar = kept ? keepLimits : limits;
+        if (typical > 0 && own >= bar.factor * typical && layerPhase > 0 &&
+            excess >= bar.minShare * layerPhase && (error == 0 || sigmas >= bar.sigmas)) {
           const CellOutlierCell cell{static_cast<int32_t>(l), static_cast<Phase>(p),
                                      static_cast<OpKind>(k),  own / typical,
                                      excess / layerPhase,     sigmas};
-          const bool kept =
-              cell.layer == keep.layer && cell.phase == keep.phase && cell.kind == keep.kind;
           if (kept) {
             keptOutlier = cell;
           } else if (excess > topOutlier) {

@@ -32,6 +32,17 @@ double medianWithout(const std::vector<double>& sorted, double value) {
 
 }  // namespace
 
+StragglerOptions stragglerOptions(const Config& config) {
+  StragglerOptions o;
+  o.threshold = config.stragglerThreshold;
+  o.windows = static_cast<int>(config.stragglerWindows);
+  o.exitThreshold = config.exitThreshold();
+  o.exitWindows = static_cast<int>(config.stragglerExitWindows);
+  o.hangSeconds = config.hangSeconds;
+  o.minSampledSteps = 3;
+  return o;
+}
+
 StragglerDetector::StragglerDetector(int worldSize, StragglerOptions options)
     : worldSize_(std::max(worldSize, 0)),
       options_(options),
@@ -42,14 +53,14 @@ StragglerDetector::StragglerDetector(int worldSize, StragglerOptions options)
   for (int r = 0; r < worldSize_; ++r) last_.ranks[static_cast<size_t>(r)].rank = r;
 }
 
-void StragglerDetector::updateCell(const RankWindow& w, const RankStatus& prev,
-                                   RankStatus* s) const {
+void StragglerDetector::advanceCell(const RankWindow& w, const RankStatus& prev, RankStatus* s,
+                                    const StragglerOptions& options) {
   const bool named = w.cellLayer >= 0;
   if (prev.cellActive) {
     const bool namesIt = named && w.cellLayer == prev.cellLayer && w.cellPhase == prev.cellPhase &&
                          w.cellKind == prev.cellKind;
     s->cellMissed = namesIt ? 0 : prev.cellMissed + 1;
-    s->cellActive = s->cellMissed < options_.exitWindows;
+    s->cellActive = s->cellMissed < options.exitWindows;
     if (namesIt) {
       s->cellFactor = w.cellFactor;
       s->cellShare = w.cellShare;
@@ -67,7 +78,7 @@ void StragglerDetector::updateCell(const RankWindow& w, const RankStatus& prev,
                             w.cellPhase == before.cellPhase && w.cellKind == before.cellKind;
   s->cellConsecutive = !named ? 0 : sameAsBefore ? prev.cellConsecutive + 1 : 1;
   s->cellMissed = 0;
-  s->cellActive = s->cellConsecutive >= options_.windows;
+  s->cellActive = s->cellConsecutive >= options.windows;
   if (s->cellActive) {
     s->cellLayer = w.cellLayer;
     s->cellPhase = w.cellPhase;
@@ -160,7 +171,7 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
         s.active = s.consecutive >= options_.windows;
         s.below = 0;
       }
-      updateCell(w, prev, &s);
+      advanceCell(w, prev, &s, options_);
     }
     s.straggler = s.present && s.active;
     s.cellOutlier = s.present && s.cellActive;
@@ -179,6 +190,25 @@ const ClusterRound& StragglerDetector::update(const std::vector<RankWindow>& win
 
   last_ = std::move(next);
   return last_;
+}
+
+void CellHold::observe(const RankWindow& w) {
+  RankStatus next = status_;
+  next.window = w;
+  if (w.sampledSteps >= static_cast<uint32_t>(options_.minSampledSteps)) {
+    StragglerDetector::advanceCell(w, status_, &next, options_);
+  }
+  status_ = next;
+}
+
+CellOutlierCell CellHold::keep() const {
+  CellOutlierCell c;
+  const bool held = status_.cellActive;
+  const RankWindow& w = status_.window;
+  c.layer = held ? status_.cellLayer : w.cellLayer;
+  c.phase = held ? status_.cellPhase : w.cellPhase;
+  c.kind = held ? status_.cellKind : w.cellKind;
+  return c;
 }
 
 std::string StragglerDetector::describeCell(const RankStatus& status,

@@ -71,16 +71,10 @@ Reporter::Reporter(RoundSource& source, const Config& config, const Topology& to
       config_(config),
       topology_(topology),
       makeAggregator_(std::move(makeAggregator)),
+      cellHold_(stragglerOptions(config)),
       trace_(config, topology.rank) {
   if (topology_.rank == 0) {
-    StragglerOptions options;
-    options.threshold = config.stragglerThreshold;
-    options.windows = static_cast<int>(config.stragglerWindows);
-    options.exitThreshold = config.exitThreshold();
-    options.exitWindows = static_cast<int>(config.stragglerExitWindows);
-    options.hangSeconds = config.hangSeconds;
-    options.minSampledSteps = 3;
-    detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, options);
+    detector_ = std::make_unique<StragglerDetector>(topology_.worldSize, stragglerOptions(config));
   }
   report_.aggregation = aggregationName(config.aggregation);
   cumulative_ = StatsTable(config.maxLayers);
@@ -316,10 +310,11 @@ void Reporter::round(bool collectives) {
   // This window's cells against the others' of the window before, when the layers are the same.
   cells_ = lastOthersSampled_ > 0 && lastOthers_.layerNames() == w.stats.layerNames()
                ? compareCells(w.stats, w.sampledSteps, lastOthers_, lastOthersSampled_,
-                              cellOutlierLimits(config_), cells_.outlier)
+                              cellOutlierLimits(config_), cellHold_.keep(), cellHold_.held())
                : CellComparison{};
   lastOthersSampled_ = 0;
   RankWindow mine = scalars(w, topology_.rank, cells_);
+  cellHold_.observe(mine);
   if (mine.sampledSteps > 0 || w.steps > 0) lastMine_ = mine;
   // Trace store: committed before the collectives, which may wait on peers.
   trace_.setWindow(mine, w.stats);

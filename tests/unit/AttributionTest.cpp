@@ -8,6 +8,8 @@
 #include <random>
 
 #include "attnscope/core/StatsTable.h"
+#include "attnscope/core/StragglerDetector.h"
+#include "attnscope/core/StragglerEpisodes.h"
 
 namespace attnscope {
 namespace {
@@ -129,6 +131,31 @@ TEST(AttributionTest, CellOutlierOnARankThatIsNotSlowOverall) {
   EXPECT_EQ(compareCells(mine, 1, others, 3, {1.5, 0.6}).outlier.layer, -1);
 }
 
+// A cell the detector holds needs only the exit limits: half the factor's excess, half the share,
+// one standard error. Only the held cell: another at the same factor needs the full limits.
+TEST(AttributionTest, AHeldCellStaysAnOutlierAtTheExitLimits) {
+  const CellOutlierLimits limits{1.3, 0.02, 3};
+  EXPECT_DOUBLE_EQ(limits.exit().factor, 1.15);
+  EXPECT_DOUBLE_EQ(limits.exit().minShare, 0.01);
+  EXPECT_DOUBLE_EQ(limits.exit().sigmas, 1.0);
+  EXPECT_DOUBLE_EQ(CellOutlierLimits({1.3, 0.02, 0.5}).exit().sigmas, 0.5);
+  // Layer a's softmax and layer b's qkv both 1.22x the others' (one call each; no spread).
+  const StatsTable mine = table({call(0, Phase::kForward, OpKind::kSoftmax, 1220000),
+                                 call(1, Phase::kForward, OpKind::kQkvProjection, 1220000)});
+  const StatsTable others = table({call(0, Phase::kForward, OpKind::kSoftmax, 3000000),
+                                   call(1, Phase::kForward, OpKind::kQkvProjection, 3000000)});
+  const CellOutlierCell softmax{0, Phase::kForward, OpKind::kSoftmax};
+  EXPECT_EQ(compareCells(mine, 1, others, 3, limits).outlier.layer, -1);
+  EXPECT_EQ(compareCells(mine, 1, others, 3, limits, softmax).outlier.layer, -1);  // named only
+  const CellComparison held = compareCells(mine, 1, others, 3, limits, softmax, true);
+  EXPECT_EQ(held.outlier.layer, 0);
+  EXPECT_EQ(held.outlier.kind, OpKind::kSoftmax);
+  EXPECT_NEAR(held.outlier.factor, 1.22, 1.22 * 2 * LogHistogram::kRelativeError);
+  // Under the exit factor it lets go.
+  const StatsTable near = table({call(0, Phase::kForward, OpKind::kSoftmax, 1100000)});
+  EXPECT_EQ(compareCells(near, 1, others, 3, limits, softmax, true).outlier.layer, -1);
+}
+
 TEST(AttributionTest, OneSlowCallDoesNotOutweighEveryCallBeingSlow) {
   // Layer a: 10 calls of 1 ms, one of them hit by a 30 ms preemption. Layer b: every call 1.5 ms.
   StatsTable mine;
@@ -167,8 +194,9 @@ TEST(AttributionTest, HalfPreemptedCellIsNoOutlierAndASlowCellKeepsItsFactor) {
     return t;
   };
   const StatsTable mine = build(52, 100, 1000000), others = build(144, 300, 1000000);
-  EXPECT_EQ(compareCells(mine, 100, others, 300, {1.3, 0.02}, {}, Typical::kMedian).outlier.layer,
-            0);
+  EXPECT_EQ(
+      compareCells(mine, 100, others, 300, {1.3, 0.02}, {}, false, Typical::kMedian).outlier.layer,
+      0);
   EXPECT_EQ(compareCells(mine, 100, others, 300, {1.3, 0.02}).outlier.layer, -1);
   const StatsTable slow = build(52, 100, 2000000);
   const CellComparison c = compareCells(slow, 100, others, 300, {1.3, 0.02});
@@ -326,6 +354,65 @@ TEST(AttributionTest, ASmallFactorNeedsEvidence) {
   }
   EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, factorOnly).outlier.layer, 0);
   EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, evidence).outlier.layer, -1);
+}
+
+// One rank's cell against 63 others', window by window at the defaults (1 s windows of the example:
+// 20 calls), as the reporter compares and rank 0's detector flags: the cell episodes.
+std::vector<DetectorEpisode> cellEpisodes(const std::vector<double>& factors) {
+  const auto window = [](int steps, double factor) {
+    StatsTable t;
+    t.layerId("a");
+    t.layerId("b");
+    for (double s : lognormalQuantiles(steps, factor * 1e-4)) {
+      t.add(call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(s * 1e9)));
+      t.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
+    }
+    return t;
+  };
+  const Config config;
+  const StragglerOptions options = stragglerOptions(config);
+  CellHold hold(options);
+  StragglerDetector detector(2, options);
+  std::vector<DetectorEpisode> stragglers, hangs, cells;
+  const StatsTable others = window(63 * 20, 1.0);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const CellComparison c = compareCells(window(20, factors[i]), 20, others, 63 * 20,
+                                          cellOutlierLimits(config), hold.keep(), hold.held());
+    std::vector<RankWindow> round(2);
+    for (int r = 0; r < 2; ++r) {
+      RankWindow& w = round[static_cast<size_t>(r)];
+      w.rank = r;
+      w.present = true;
+      w.steps = w.sampledSteps = 20;
+      w.lastStep = 20 * (i + 1);
+      w.forwardSeconds = 1e-3;
+    }
+    round[0].cellLayer = c.outlier.layer;
+    round[0].cellPhase = c.outlier.phase;
+    round[0].cellKind = c.outlier.kind;
+    round[0].cellFactor = c.outlier.factor;
+    round[0].cellShare = c.outlier.share;
+    hold.observe(round[0]);
+    updateEpisodes(detector.update(round, static_cast<double>(i)), {"a", "b"}, &stragglers, &hangs,
+                   &cells);
+  }
+  return cells;
+}
+
+// A 1.6x cell whose evidence sags for three windows (1.25x: under the 1.3 factor, over the exit
+// limits) is one episode. Held at the entry limits it ended after three windows and a second
+// episode began: the split real processes showed (docs/AGGREGATION.md). Three healthy windows
+// still end it.
+TEST(AttributionTest, ASagUnderTheEntryLimitsKeepsOneCellEpisode) {
+  const std::vector<DetectorEpisode> sag =
+      cellEpisodes({1, 1.6, 1.6, 1.6, 1.6, 1.25, 1.25, 1.25, 1.6, 1.6, 1.6, 1.6});
+  ASSERT_EQ(sag.size(), 1u);
+  EXPECT_EQ(sag[0].layer, "a");
+  EXPECT_EQ(sag[0].kind, OpKind::kSoftmax);
+  EXPECT_EQ(sag[0].lastRound, 12u);
+  EXPECT_EQ(cellEpisodes({1, 1.6, 1.6, 1.6, 1.6, 1, 1, 1, 1.6, 1.6, 1.6, 1.6}).size(), 2u);
+  // Entering still takes the full limits: 1.25x from the start is never one.
+  EXPECT_TRUE(cellEpisodes(std::vector<double>(12, 1.25)).empty());
 }
 }  // namespace
 }  // namespace attnscope

@@ -301,6 +301,48 @@ TEST(StragglerDetectorTest, ACellOutlierIsFlaggedAfterTheSameCellInWindowsRounds
   EXPECT_EQ(gone.ranks[2].cellLayer, -1);
 }
 
+// A rank's CellHold, fed its own windows, holds exactly what rank 0's detector holds for it: the
+// cell named in `windows` scored windows in a row, until `exitWindows` scored misses; windows too
+// short to score leave both alone.
+TEST(StragglerDetectorTest, ARanksCellHoldMirrorsTheDetector) {
+  StragglerOptions options;
+  options.windows = 3;
+  options.exitWindows = 3;
+  options.minSampledSteps = 3;
+  StragglerDetector detector(2, options);
+  CellHold hold(options);
+  std::mt19937 random(7);
+  int heldRounds = 0, changes = 0;
+  bool wasHeld = false;
+  int pick = 0;  // none, or one of three cells: it changes now and then, and is named 3 times in 4
+  for (int i = 0; i < 400; ++i) {
+    std::vector<RankWindow> round = {window(0, 1.0, i + 1, 20), window(1, 1.0, i + 1, 20)};
+    RankWindow& mine = round[0];
+    if (random() % 10 == 0) mine.sampledSteps = mine.steps = 1;  // unscored
+    if (random() % 8 == 0) pick = static_cast<int>(random() % 4);
+    if (pick > 0 && random() % 4 != 0) {
+      mine.cellLayer = pick;
+      mine.cellKind = pick == 3 ? OpKind::kSoftmax : OpKind::kQkvProjection;
+      mine.cellFactor = 1.5;
+    }
+    hold.observe(mine);
+    const RankStatus& s = detector.update(round, i).ranks[0];
+    ASSERT_EQ(hold.held(), s.cellActive) << "round " << i;
+    if (s.cellActive) {
+      ++heldRounds;
+      EXPECT_EQ(hold.keep().layer, s.cellLayer);
+      EXPECT_EQ(hold.keep().kind, s.cellKind);
+    } else {
+      EXPECT_EQ(hold.keep().layer, mine.cellLayer);
+    }
+    changes += s.cellActive != wasHeld;
+    wasHeld = s.cellActive;
+  }
+  // The sequence exercised both sides, several times.
+  EXPECT_GT(heldRounds, 20);
+  EXPECT_GT(changes, 6);
+}
+
 TEST(StragglerDetectorTest, AWindowWithoutASampledStepLeavesTheCountAlone) {
   StragglerDetector d(4, StragglerOptions{});
   d.update(roundOf(4, 0, 1.5), 1);

@@ -80,6 +80,12 @@ struct CellOutlierLimits {
   double factor = 1.1;
   double minShare = 0.02;
   double sigmas = 0;
+  // What keeps a cell the detector already holds (CellHold): half the factor's excess over 1
+  // (as the straggler exit threshold is by default), half the share and one standard error, or
+  // less where the entry limits ask less. Entering still takes the full limits, `windows` times.
+  CellOutlierLimits exit() const {
+    return {1 + (factor - 1) / 2, minShare / 2, sigmas < 1 ? sigmas : 1.0};
+  }
 };
 // The limits Config carries (ATTNSCOPE_CELL_OUTLIER_*).
 ATTNSCOPE_API CellOutlierLimits cellOutlierLimits(const Config& config);
@@ -93,13 +99,14 @@ struct CellComparison {
 // layout: the all-reduced sum less this rank's). Each cell's typical time per step on this rank is
 // compared with the others' (from their merged histogram); the positive differences are the
 // excess the attribution shares out. A cell within all of `limits` is an outlier. The outlier
-// named is the one with the largest excess, unless `keep` (the cell named last window) is still
-// one: several slow cells of similar size then do not take turns, which would restart the
-// detector's count of windows naming the same cell.
+// named is the one with the largest excess, unless `keep` (the cell named last window, or the
+// one the detector holds: CellHold::keep) is still one: several slow cells of similar size then
+// do not take turns, which would restart the detector's count of windows naming the same cell.
+// A `held` keep needs only limits.exit().
 ATTNSCOPE_API CellComparison compareCells(const StatsTable& mine, uint64_t mySampledSteps,
                                           const StatsTable& others, uint64_t othersSampledSteps,
                                           const CellOutlierLimits& limits,
-                                          const CellOutlierCell& keep = {},
+                                          const CellOutlierCell& keep = {}, bool held = false,
                                           Typical statistic = Typical::kFastHalfMean);
 
 }  // namespace attnscope

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "attnscope/core/Attribution.h"
 #include "attnscope/core/Export.h"
 #include "attnscope/core/RankWindow.h"
 
@@ -19,6 +20,10 @@ struct StragglerOptions {
   // is too small to score: it leaves the rank's count as it was.
   int minSampledSteps = 1;
 };
+
+// The options Config carries (ATTNSCOPE_STRAGGLER_*, ATTNSCOPE_HANG_S), with windows of fewer
+// than 3 sampled steps left unscored: what rank 0's detector runs with.
+ATTNSCOPE_API StragglerOptions stragglerOptions(const Config& config);
 
 // The cross-rank picture after one round.
 struct RankStatus {
@@ -96,13 +101,39 @@ class ATTNSCOPE_API StragglerDetector {
   static std::string describeCell(const RankStatus& status,
                                   const std::vector<std::string>& layerNames);
 
- private:
-  void updateCell(const RankWindow& w, const RankStatus& prev, RankStatus* s) const;
+  // The cell outlier hysteresis of one rank, for a scored window w: from prev (the rank's status
+  // after its previous window, whose `window` is that window) to s. What update applies, and what
+  // a rank mirrors on its own windows (CellHold).
+  static void advanceCell(const RankWindow& w, const RankStatus& prev, RankStatus* s,
+                          const StragglerOptions& options);
 
+ private:
   int worldSize_;
   StragglerOptions options_;
   ClusterRound last_;
   std::vector<double> lastStepChange_;  // per rank: when lastStep last changed (caller's clock)
+};
+
+// A rank's own copy of the detector's cell hysteresis, fed the windows the rank reports: whether
+// the detector holds a cell as this rank's outlier (named in `windows` scored windows in a row,
+// not yet missed in `exitWindows`), and which. The rank judges a held cell at the exit limits
+// (CellOutlierLimits::exit), as a straggler is kept until its score falls under the exit
+// threshold: a real slowdown whose evidence dips under the entry bar for a few windows stays one
+// episode. Rank 0's detector sees the same windows, so both agree on what is held as long as
+// every window reaches it.
+class ATTNSCOPE_API CellHold {
+ public:
+  explicit CellHold(const StragglerOptions& options) : options_(options) {}
+  // Every window the rank reports (scored or not), after its comparison.
+  void observe(const RankWindow& w);
+  bool held() const { return status_.cellActive; }
+  // The held cell, or the cell named last when none is held (layer -1: none): what the next
+  // comparison keeps naming rather than let several slow cells take turns.
+  CellOutlierCell keep() const;
+
+ private:
+  StragglerOptions options_;
+  RankStatus status_;
 };
 
 }  // namespace attnscope

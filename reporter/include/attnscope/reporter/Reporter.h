@@ -100,6 +100,7 @@ class Reporter {
   StatsTable lastOthers_;
   uint64_t lastOthersSampled_ = 0;
   CellComparison cells_;  // this rank's window against lastOthers_'
+  CellHold cellHold_;     // the detector's hold on this rank's cell outlier, mirrored
 
 #if ATTNSCOPE_WITH_PROMETHEUS
   std::unique_ptr<MetricsServer> metrics_;
