@@ -310,24 +310,27 @@ std::vector<double> lognormalQuantiles(int n, double median) {
   return v;
 }
 
+// A window of `steps` steps: layer a's softmax spread as the example's around factor x 100 us, and
+// a steady 200 us qkv projection.
+StatsTable lognormalWindow(int steps, double factor) {
+  StatsTable t;
+  t.layerId("a");
+  t.layerId("b");
+  for (double s : lognormalQuantiles(steps, factor * 1e-4)) {
+    t.add(call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(s * 1e9)));
+    t.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
+  }
+  return t;
+}
+
 // The evidence limit: a cell 1.15x the others' in every call is an outlier at 2,000 calls a window
 // and is not at 20, where the spread of a window's faster-half mean (7%) is half the difference;
 // the factor alone (sigmas 0) names it at both. Without the evidence limit the fixed factor
 // decides alone, as before.
 TEST(AttributionTest, ASmallFactorNeedsEvidence) {
-  const auto window = [](int steps, double factor) {
-    StatsTable t;
-    t.layerId("a");
-    t.layerId("b");
-    for (double s : lognormalQuantiles(steps, factor * 1e-4)) {
-      t.add(call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(s * 1e9)));
-      t.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
-    }
-    return t;
-  };
   const CellOutlierLimits evidence{1.1, 0.02, 3}, factorOnly{1.1, 0.02, 0};
   for (int steps : {20, 2000}) {
-    const StatsTable mine = window(steps, 1.15), others = window(63 * steps, 1.0);
+    const StatsTable mine = lognormalWindow(steps, 1.15), others = lognormalWindow(63 * steps, 1.0);
     const CellComparison withEvidence = compareCells(mine, steps, others, 63 * steps, evidence);
     const CellComparison without = compareCells(mine, steps, others, 63 * steps, factorOnly);
     ASSERT_EQ(without.outlier.layer, 0) << steps;
@@ -352,31 +355,24 @@ TEST(AttributionTest, ASmallFactorNeedsEvidence) {
         call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(1.15 * theirs * 1e9)));
     steady.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
   }
-  EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, factorOnly).outlier.layer, 0);
-  EXPECT_EQ(compareCells(steady, 20, window(63 * 20, 1.0), 63 * 20, evidence).outlier.layer, -1);
+  EXPECT_EQ(
+      compareCells(steady, 20, lognormalWindow(63 * 20, 1.0), 63 * 20, factorOnly).outlier.layer,
+      0);
+  EXPECT_EQ(
+      compareCells(steady, 20, lognormalWindow(63 * 20, 1.0), 63 * 20, evidence).outlier.layer, -1);
 }
 
 // One rank's cell against 63 others', window by window at the defaults (1 s windows of the example:
 // 20 calls), as the reporter compares and rank 0's detector flags: the cell episodes.
 std::vector<DetectorEpisode> cellEpisodes(const std::vector<double>& factors) {
-  const auto window = [](int steps, double factor) {
-    StatsTable t;
-    t.layerId("a");
-    t.layerId("b");
-    for (double s : lognormalQuantiles(steps, factor * 1e-4)) {
-      t.add(call(0, Phase::kForward, OpKind::kSoftmax, static_cast<int64_t>(s * 1e9)));
-      t.add(call(0, Phase::kForward, OpKind::kQkvProjection, 200000));
-    }
-    return t;
-  };
   const Config config;
   const StragglerOptions options = stragglerOptions(config);
   CellHold hold(options);
   StragglerDetector detector(2, options);
   std::vector<DetectorEpisode> stragglers, hangs, cells;
-  const StatsTable others = window(63 * 20, 1.0);
+  const StatsTable others = lognormalWindow(63 * 20, 1.0);
   for (size_t i = 0; i < factors.size(); ++i) {
-    const CellComparison c = compareCells(window(20, factors[i]), 20, others, 63 * 20,
+    const CellComparison c = compareCells(lognormalWindow(20, factors[i]), 20, others, 63 * 20,
                                           cellOutlierLimits(config), hold.keep(), hold.held());
     std::vector<RankWindow> round(2);
     for (int r = 0; r < 2; ++r) {
