@@ -429,7 +429,9 @@ const std::vector<Setting>& settings() {
       floatSetting<&Config::cellOutlierSigmas>(
           kEnvCellOutlierSigmas, 0, 100,
           "...and of at least this many standard errors of the difference (0: not required) is "
-          "a cell outlier (for ATTNSCOPE_STRAGGLER_WINDOWS windows)"),
+          "a cell outlier (for ATTNSCOPE_STRAGGLER_WINDOWS windows; once flagged, half the "
+          "factor's excess, half the share and one standard error keep it, until "
+          "ATTNSCOPE_STRAGGLER_EXIT_WINDOWS windows without it)"),
       floatSetting<&Config::hangSeconds>(
           kEnvHangS, 1, 86400,
           "report a rank hung when its step counter stands still this long while others move"),
