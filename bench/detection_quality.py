@@ -12,14 +12,19 @@ Per condition it reports:
   recall          injected trials in which the slowed rank was found: a straggler episode or a
                   cell outlier naming it (live / post-run)
   false episodes  straggler or cell outlier episodes on healthy ranks, per rank-hour of training
-  detect s        seconds from the first round to the first round that flagged the slowed rank
-                  (live)
+  detect s        seconds from the first round in which the slowed rank had ended a step to the
+                  first round that flagged it (live)
   episodes/inj    live straggler episodes of the slowed rank per injected trial (1: unbroken;
                   more: flapping), and the same for the post-run report
   top cell        trials whose top finding for the slowed rank names the injected (layer, phase,
                   op kind): the live cell outlier, else the live attribution; post-run the
                   report's cell outlier with the largest excess
   cell factor     the injected cell's measured factor over the other ranks (post-run), median
+
+--model llama runs a transformers Llama instead (tests/integration/llama_train.py: 4 layers, sdpa
+attention, DDP over Gloo, attnscope attached with no code, as `attnscope-run` attaches it); its
+injections are "LN" (the layer's attention N times, forward and backward) and "N" (the layer's
+o_proj, output_projection, N times; N a whole number).
 
 Trials are seeded: trial i of a condition slows rank 1 + (seed + i) % (world - 1) in layer (seed + i) % 4,
 the op kind cycling through --kinds. Extra ATTNSCOPE_* settings (--set NAME=VALUE) apply to every
@@ -66,7 +71,7 @@ def injection(condition, trial, seed, kinds):
         inj["kind"] = None
         inj["factor"] = int(condition[1:])
     else:
-        inj["factor"] = float(condition)
+        inj["factor"] = int(condition) if condition.isdigit() else float(condition)
     return inj
 
 
@@ -82,21 +87,38 @@ def live_episodes(rounds, rank, column="straggler"):
     return runs
 
 
-def run_trial(args, condition, trial):
-    inj = injection(condition, trial, args.seed, args.kinds)
-    tmp = tempfile.mkdtemp(prefix="attnscope-dq-")
-    trace = os.path.join(tmp, "trace")
-    env = rank_env(tmp, args.interval, "warn", ATTNSCOPE_TRACE_DIR=trace, **dict(args.set))
+def layer_name(args, layer):
+    """The name attnscope gives layer `layer`'s attention in the model run."""
+    return f"model.layers.{layer}.self_attn" if args.model == "llama" else f"layers.{layer}.attn"
+
+
+def command(args, inj, trial):
+    """The program and arguments of every rank, and what its environment adds."""
     extra = []
     if inj:
         extra = ["--slow-rank", str(inj["rank"]), "--slow-layer", str(inj["layer"]),
                  "--slow-factor", str(inj["factor"])]
         if inj["kind"]:
             extra += ["--slow-kind", inj["kind"]]
+    common = ["--duration-s", str(args.duration_s), "--seed", str(trial)] + extra
+    if args.model == "example":
+        return args.example, MODEL + common, {}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(args.analyze))), "python")
+    paths = [os.path.join(root, "python", "bootstrap"), package]
+    script = os.path.join(root, "tests", "integration", "llama_train.py")
+    return sys.executable, [script, "--layers", str(LAYERS)] + common, {
+        "PYTHONPATH": os.pathsep.join(paths), "TRANSFORMERS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def run_trial(args, condition, trial):
+    inj = injection(condition, trial, args.seed, args.kinds)
+    tmp = tempfile.mkdtemp(prefix="attnscope-dq-")
+    trace = os.path.join(tmp, "trace")
+    program, argv, added = command(args, inj, trial)
+    env = rank_env(tmp, args.interval, "warn", ATTNSCOPE_TRACE_DIR=trace, **dict(args.set), **added)
     began = time.time()
-    procs = spawn_ranks(args.example, WORLD, env,
-                        MODEL + ["--duration-s", str(args.duration_s), "--seed", str(trial)] + extra,
-                        tmp)
+    procs = spawn_ranks(program, WORLD, env, argv, tmp)
     codes = wait_all(procs, args.duration_s + 120)
     wall = time.time() - began
     if codes != [0] * WORLD:
@@ -118,12 +140,15 @@ def run_trial(args, condition, trial):
     with open(os.path.join(tmp, "s-0.json")) as f:
         summary = json.load(f)
     db = sqlite3.connect(f"file:{os.path.join(trace, 'rank-0.sqlite')}?mode=ro", uri=True)
-    rows = db.execute("SELECT round, rank, unix, straggler FROM rounds ORDER BY round").fetchall()
+    rows = db.execute("SELECT round, rank, unix, straggler, last_step FROM rounds ORDER BY round"
+                      ).fetchall()
     db.close()
-    rounds, times = {}, {}
-    for rnd, rank, unix, straggler in rows:
+    rounds, times, stepped = {}, {}, {}
+    for rnd, rank, unix, straggler, last_step in rows:
         rounds.setdefault(rank, []).append((rnd, bool(straggler)))
         times[rnd] = unix
+        if last_step > 0:
+            stepped.setdefault(rank, rnd)
     cluster = summary.get("cluster", {})
     live_cells = cluster.get("cell_outliers", [])
     result = {"condition": condition, "trial": trial, "injection": inj, "wall_s": wall,
@@ -142,15 +167,20 @@ def run_trial(args, condition, trial):
     result["healthy_max_cell_factor"] = max(healthy) if healthy else 1.0
     if inj:
         r = inj["rank"]
-        name = f"layers.{inj['layer']}.attn"
-        want = (name, "forward", inj["kind"])
+        name = layer_name(args, inj["layer"])
+        # The example slows the kind's forward; llama_train.py runs o_proj again, forward and
+        # backward, so either phase is the injected cell.
+        phases = ("forward", "backward") if args.model == "llama" else ("forward",)
+        wanted = {(name, phase, inj["kind"]) for phase in phases}
         # A whole layer slowed: the layer is the right answer, whichever phase and kind.
         matches = ((lambda cell: cell is not None and cell[0] == name) if inj["kind"] is None
-                   else (lambda cell: cell == want))
+                   else (lambda cell: cell is not None and tuple(cell) in wanted))
         first = [runs[0][0] for runs in [live_episodes(rounds, r)] if runs]
         cell_first = [c["first_round"] for c in live_cells if c["rank"] == r]
         flagged = sorted(first + cell_first)
-        start = min(times) if times else 0
+        # From the first round in which the slowed rank had ended a step (a Python model spends
+        # its first rounds importing and building).
+        start = stepped.get(r, min(times) if times else 0)
         result["live_found"] = bool(flagged)
         result["detect_s"] = times[flagged[0]] - times[start] if flagged else None
         top = None
@@ -174,7 +204,7 @@ def run_trial(args, condition, trial):
         else:
             result["post_top_cell"] = None
         result["post_top_is_injected"] = matches(result["post_top_cell"])
-        injected = [c for c in post_mine if (c["layer"], c["phase"], c["op_kind"]) == want]
+        injected = [c for c in post_mine if (c["layer"], c["phase"], c["op_kind"]) in wanted]
         result["cell_factor"] = injected[0]["factor"] if injected else None
         score = [x["score"] for x in report["ranks"] if x["rank"] == r]
         result["rank_score"] = score[0] if score else None
@@ -242,6 +272,9 @@ def main():
     ap.add_argument("--conditions", default="1,1.2,1.5,2,L2",
                     help="1: none; X: one op kind X times; LN: the layer's attention N times")
     ap.add_argument("--kinds", default=",".join(DEFAULT_KINDS))
+    ap.add_argument("--model", choices=("example", "llama"), default="example",
+                    help="example: the C++ example (the first argument); llama: a transformers "
+                         "Llama in Python, attached with no code")
     ap.add_argument("--analyze-arg", action="append", default=[],
                     help="an argument for attnscope-analyze (e.g. --analyze-arg=--cell-factor=100)")
     ap.add_argument("--keep", action="store_true", help="keep each trial's directory")
@@ -254,6 +287,8 @@ def main():
     global WORLD
     WORLD = args.world
     args.kinds = args.kinds.split(",")
+    if args.model == "llama":
+        args.kinds = ["output_projection"]  # the one kind llama_train.py slows
     for k in args.kinds:
         if k not in KINDS:
             ap.error(f"--kinds: {k!r} is not one of {', '.join(KINDS)}")
@@ -272,6 +307,8 @@ def main():
             ok = False
         if not ok:
             ap.error(f"--conditions: {c!r} is not 1, a factor above 1, or L<whole number>")
+        if args.model == "llama" and c != "1" and not c.lstrip("L").isdigit():
+            ap.error(f"--conditions: {c!r}: with --model llama a factor is a whole number of runs")
     results = []
     for condition in conditions:
         for trial in range(args.trials):

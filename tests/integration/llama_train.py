@@ -6,6 +6,9 @@ docs/ANALYSIS.md. DDP over Gloo when launched with more than one rank.
     launch/attnscope-run --nproc_per_node 2 tests/integration/llama_train.py --attn eager --steps 30
 
 --out FILE writes the mean step time and the model's attention implementation (rank 0).
+--duration-s S trains for S seconds instead of --steps. --slow-rank R --slow-layer L --slow-factor N
+runs layer L's attention N times on rank R, forward and backward (bench/detection_quality.py's
+"whole layer" injection); with --slow-kind output_projection, only that layer's o_proj.
 """
 import argparse
 import json
@@ -16,6 +19,24 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+
+def slow(module, times):
+    """Runs module's forward `times` times, the extra outputs added at zero weight so that the
+    backward runs through each: real extra work in that module, forward and backward."""
+    forward = module.forward
+
+    def slowed(*args, **kwargs):
+        out = forward(*args, **kwargs)
+        for _ in range(times - 1):
+            extra = forward(*args, **kwargs)
+            if isinstance(out, tuple):
+                out = (out[0] + 0 * extra[0],) + tuple(out[1:])
+            else:
+                out = out + 0 * extra
+        return out
+
+    module.forward = slowed
 
 
 def main():
@@ -30,6 +51,12 @@ def main():
     p.add_argument("--vocab", type=int, default=128)
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--out", default="")
+    p.add_argument("--duration-s", type=float, default=0)
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-layer", type=int, default=0)
+    p.add_argument("--slow-factor", type=int, default=2)
+    p.add_argument("--slow-kind", choices=("output_projection",), default=None)
+    p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
     torch.set_num_threads(1)
     distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
@@ -42,12 +69,29 @@ def main():
                          num_attention_heads=a.heads, num_key_value_heads=a.kv_heads, vocab_size=a.vocab,
                          max_position_embeddings=a.seq)
     model = LlamaForCausalLM._from_config(config, attn_implementation=a.attn)
+    if rank == a.slow_rank:
+        attn = model.model.layers[a.slow_layer].self_attn
+        slow(attn.o_proj if a.slow_kind == "output_projection" else attn, a.slow_factor)
     if distributed:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    gen = torch.Generator().manual_seed(1 + rank)
+    gen = torch.Generator().manual_seed(1 + rank + 1000 * a.seed)
     step_s = []
-    for _ in range(a.steps):
+    began = time.perf_counter()
+    step = 0
+
+    def more():
+        if a.duration_s <= 0:
+            return step < a.steps
+        # Every rank stops at the same step (DDP's collectives must match): the first to run out
+        # of time stops them all.
+        over = torch.tensor([float(time.perf_counter() - began >= a.duration_s)])
+        if distributed:
+            dist.all_reduce(over, op=dist.ReduceOp.MAX)
+        return over.item() == 0
+
+    while more():
+        step += 1
         batch = torch.randint(0, a.vocab, (a.batch, a.seq), generator=gen)
         t0 = time.perf_counter()
         loss = model(input_ids=batch, labels=batch).loss
