@@ -22,12 +22,13 @@ using analysis::Analysis;
 using analysis::RankOutcome;
 using testdata::TempDir;
 
-Analysis analyzeDir(const std::string& dir, std::vector<analysis::RankTrace>* tracesOut = nullptr) {
+Analysis analyzeDir(const std::string& dir, std::vector<analysis::RankTrace>* tracesOut = nullptr,
+                    const analysis::AnalysisOptions& options = analysis::AnalysisOptions()) {
   std::vector<analysis::RankTrace> traces;
   std::vector<analysis::SkippedFile> skipped;
   std::string error;
   EXPECT_TRUE(analysis::readTraceDirectory(dir, &traces, &skipped, &error)) << error;
-  Analysis a = analysis::analyzeRun(dir, traces, skipped, analysis::AnalysisOptions());
+  Analysis a = analysis::analyzeRun(dir, traces, skipped, options);
   if (tracesOut != nullptr) *tracesOut = std::move(traces);
   return a;
 }
@@ -300,13 +301,9 @@ TEST(RunAnalysisTest, TheCellFactorIsTheRunsOwnUnlessOneIsGiven) {
   ASSERT_EQ(a.cellOutliers.size(), 1u);
   EXPECT_EQ(a.cellOutliers[0].rank, 1);
   EXPECT_DOUBLE_EQ(a.cellOutliers[0].maxFactor, 1.2);
-  std::vector<analysis::RankTrace> traces;
-  std::vector<analysis::SkippedFile> skipped;
-  std::string error;
-  ASSERT_TRUE(analysis::readTraceDirectory(dir.path(), &traces, &skipped, &error)) << error;
   analysis::AnalysisOptions strict;
   strict.cellFactor = 1.3;
-  EXPECT_TRUE(analysis::analyzeRun(dir.path(), traces, skipped, strict).cellOutliers.empty());
+  EXPECT_TRUE(analyzeDir(dir.path(), nullptr, strict).cellOutliers.empty());
 }
 
 // A run at ATTNSCOPE_STRAGGLER_THRESHOLD=1.5 and _WINDOWS=4 whose rank 1 is 1.3x slower: live,
@@ -333,19 +330,15 @@ TEST(RunAnalysisTest, TheStragglerOptionsAreTheRunsOwnUnlessGiven) {
   EXPECT_TRUE(a.stragglers.empty());
   EXPECT_TRUE(a.cellOutliers.empty());
 
-  std::vector<analysis::RankTrace> traces;
-  std::vector<analysis::SkippedFile> skipped;
-  std::string error;
-  ASSERT_TRUE(analysis::readTraceDirectory(dir.path(), &traces, &skipped, &error)) << error;
   analysis::AnalysisOptions given;
   given.threshold = 1.2;
   given.cellMinShare = 0.02;
-  Analysis loose = analysis::analyzeRun(dir.path(), traces, skipped, given);
+  Analysis loose = analyzeDir(dir.path(), nullptr, given);
   EXPECT_TRUE(loose.stragglers.empty());  // 3 windows above 1.2, the run's 4 needed
   ASSERT_EQ(loose.cellOutliers.size(), 1u);
   EXPECT_EQ(loose.cellOutliers[0].rank, 2);
   given.minBins = 3;
-  loose = analysis::analyzeRun(dir.path(), traces, skipped, given);
+  loose = analyzeDir(dir.path(), nullptr, given);
   ASSERT_EQ(loose.stragglers.size(), 1u);
   EXPECT_EQ(loose.stragglers[0].rank, 1);
 }
