@@ -41,15 +41,32 @@ def slow(module, times):
     module.forward = slowed
 
 
+class _Cut(torch.autograd.Function):
+    """The first n columns of a wide output. Its backward widens the gradient again (a copy);
+    as an autograd Function of its own that copy is one op of kind "other", which the healthy
+    ranks do not have, so it is not compared with anything. Cut by plain slicing, the copy
+    would be the layer's backward layout_copy: a larger excess than the injected one, named
+    first."""
+
+    @staticmethod
+    def forward(ctx, wide, n):
+        ctx.width = wide.shape[-1]
+        return wide.narrow(-1, 0, n).clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        full = grad.new_zeros(grad.shape[:-1] + (ctx.width,))
+        full.narrow(-1, 0, grad.shape[-1]).copy_(grad)
+        return full, None
+
+
 class WiderProjection:
     """Makes each call of `linear` a wider one: its weight with `share` of its rows again, the
-    extra outputs cut off after the matmul, so the projection's own matmul does about
-    (1 + share) times the work in one call, forward and backward. Not an extra call: one costs
-    its fixed overhead whatever its size, which on a model this small is more than a 1.2x
-    slowdown. The wide weight is made before each step (`before_step`), outside the model, so
-    that its copy is not counted as the layer's work; gradients reach the weight through it. The
-    cut's backward is a copy into the wide gradient: a little extra work of the layer's backward
-    (layout_copy) that the injection brings with it."""
+    extra outputs cut off (_Cut), so the projection's own matmul does about (1 + share) times the
+    work in one call, forward and backward. Not an extra call: one costs its fixed overhead
+    whatever its size, which on a model this small is more than a 1.2x slowdown. The wide weight
+    is made before each step (`before_step`), outside the model, so that its copy is not counted
+    as the layer's work; gradients reach the weight through it."""
 
     def __init__(self, linear, share):
         self.linear = linear
@@ -65,7 +82,7 @@ class WiderProjection:
                      None if b is None else torch.cat([b, b[: self.rows]]))
 
     def forward(self, x):
-        return F.linear(x, *self.wide)[..., : self.linear.out_features]
+        return _Cut.apply(F.linear(x, *self.wide), self.linear.out_features)
 
 
 def main():
