@@ -14,11 +14,9 @@
 //
 //   build/bench/detection_bench [--trials 30] [--sizes 64,1024,16384]
 //       [--profiles measured,oversubscribed,heavy] [--seed 1] [--by-slowed] [--json FILE]
-//       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default: Config's for
-//                           # the window, 1.3 at 20 steps, 1.1 at 100 or more: 5 s and longer)
+//       [--cell-factor F]   # ATTNSCOPE_CELL_OUTLIER_FACTOR for the run (default Config's)
 //       [--cell-sigmas Z]   # ATTNSCOPE_CELL_OUTLIER_SIGMAS for the run (default Config's)
-//       [--cell-min-share S]   # ATTNSCOPE_CELL_OUTLIER_MIN_SHARE for the run (default: Config's
-//                              # for the window, 0.02 at 20 steps, 0.01 at 100 or more)
+//       [--cell-min-share S]   # ATTNSCOPE_CELL_OUTLIER_MIN_SHARE for the run (default Config's)
 //       [--steps-per-window N]   # 20 (a 1 s window of the example); 200 is the default 10 s
 //       [--windows N]   # windows per trial (default 8, at least 8): longer injections show splits
 //       [--entry-limits-only]   # a held cell judged at the entry limits (the rule before CellHold)
@@ -765,7 +763,6 @@ int positive(const std::string& flag, const std::string& value, int most) {
 }
 
 Options parse(int argc, char** argv) {
-  bool factorSet = false, shareSet = false, sigmasSet = false;
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -813,7 +810,6 @@ Options parse(int argc, char** argv) {
                                              : ": expected a number from 0 to 100"));
       }
       (factor ? gLimits.factor : share ? gLimits.minShare : gLimits.sigmas) = x;
-      (factor ? factorSet : share ? shareSet : sigmasSet) = true;
     } else if (a == "--steps-per-window") {
       gSteps = positive(a, value(), 100000);
     } else if (a == "--windows") {
@@ -833,14 +829,6 @@ Options parse(int argc, char** argv) {
           "--windows N, --entry-limits-only, --quick)");
     }
   }
-  // The limits not given are Config's defaults for the window simulated (20 steps a second, the
-  // example's): at 10 s windows and longer they are lower (Config::cellFactor()).
-  attnscope::Config window;
-  window.intervalSeconds = gSteps / 20.0;
-  const attnscope::CellOutlierLimits defaults = attnscope::cellOutlierLimits(window);
-  if (!factorSet) gLimits.factor = defaults.factor;
-  if (!shareSet) gLimits.minShare = defaults.minShare;
-  if (!sigmasSet) gLimits.sigmas = defaults.sigmas;
   if (o.quick) {
     o.trials = std::min(o.trials, 4);
     o.sizes = {64};

@@ -511,7 +511,7 @@ void rankFigures(const RunInput* in, Analysis* a) {
 // defaults where no file has a value in range). Replayed at other options, the report would name
 // other stragglers and cells than the job did.
 void runOptions(const RunInput& in, AnalysisOptions* options) {
-  Config defaults;
+  const Config defaults;
   const auto own = [&](const char* key, double lo, double hi, double fallback) {
     for (const auto& [rank, t] : in.byRank) {
       const double v = detail::runConfigNumber(t, key);
@@ -519,8 +519,6 @@ void runOptions(const RunInput& in, AnalysisOptions* options) {
     }
     return fallback;
   };
-  // The cell limits' defaults follow the run's window.
-  defaults.intervalSeconds = own("interval_s", 0.1, 3600, defaults.intervalSeconds);
   if (!(options->threshold > 0))
     options->threshold = own("straggler_threshold", 1.01, 100, defaults.stragglerThreshold);
   if (options->minBins <= 0) {
@@ -528,9 +526,9 @@ void runOptions(const RunInput& in, AnalysisOptions* options) {
         own("straggler_windows", 1, 1000, static_cast<double>(defaults.stragglerWindows)));
   }
   if (!(options->cellFactor > 0))
-    options->cellFactor = own("cell_outlier_factor", 1.01, 100, defaults.cellFactor());
+    options->cellFactor = own("cell_outlier_factor", 1.01, 100, defaults.cellOutlierFactor);
   if (!(options->cellMinShare >= 0))
-    options->cellMinShare = own("cell_outlier_min_share", 0, 1, defaults.cellMinShare());
+    options->cellMinShare = own("cell_outlier_min_share", 0, 1, defaults.cellOutlierMinShare);
 }
 
 // The live detector, replayed from the windows every rank recorded: where the files have them,

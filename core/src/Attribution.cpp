@@ -89,7 +89,7 @@ double typicalSecondsPerStep(const CellStats& cell, uint64_t sampledSteps, Typic
 }
 
 CellOutlierLimits cellOutlierLimits(const Config& config) {
-  return {config.cellFactor(), config.cellMinShare(), config.cellOutlierSigmas};
+  return {config.cellOutlierFactor, config.cellOutlierMinShare, config.cellOutlierSigmas};
 }
 
 namespace {

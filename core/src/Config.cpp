@@ -421,15 +421,11 @@ const std::vector<Setting>& settings() {
           "...for this many consecutive reporting windows (1 and the threshold itself: no "
           "hysteresis)"),
       floatSetting<&Config::cellOutlierFactor>(
-          kEnvCellOutlierFactor, 0, 100,
-          "a rank's (layer, phase, op kind) cell at this factor x the other ranks' time for it "
-          "(0: by the window, 1.1 at ATTNSCOPE_INTERVAL_S of 5 or more, else 1.3)...",
-          "", "0 (by the window), or a number from 1.01 to 100"),
+          kEnvCellOutlierFactor, 1.01, 100,
+          "a rank's (layer, phase, op kind) cell at this factor x the other ranks' time for it..."),
       floatSetting<&Config::cellOutlierMinShare>(
-          kEnvCellOutlierMinShare, -1, 1,
-          "...with an excess of at least this share of the rank's time in that layer and phase "
-          "(-1: by the window, 0.01 at ATTNSCOPE_INTERVAL_S of 5 or more, else 0.02)...",
-          "", "-1 (by the window), or a number from 0 to 1"),
+          kEnvCellOutlierMinShare, 0, 1,
+          "...with an excess of at least this share of the rank's time in that layer and phase..."),
       floatSetting<&Config::cellOutlierSigmas>(
           kEnvCellOutlierSigmas, 0, 100,
           "...and of at least this many standard errors of the difference (0: not required) is "
@@ -585,14 +581,6 @@ void Config::validate() const {
              : "is above ATTNSCOPE_STRAGGLER_THRESHOLD (" + numberText(stragglerThreshold) + ")",
          "0 (halfway between 1 and the threshold) or 1 to ATTNSCOPE_STRAGGLER_THRESHOLD (" +
              numberText(stragglerThreshold) + ")");
-  }
-  if (cellOutlierFactor != 0 && cellOutlierFactor < 1.01) {
-    fail(kEnvCellOutlierFactor, numberText(cellOutlierFactor), "is below 1.01",
-         "0 (by the window), or a number from 1.01 to 100");
-  }
-  if (cellOutlierMinShare != -1 && cellOutlierMinShare < 0) {
-    fail(kEnvCellOutlierMinShare, numberText(cellOutlierMinShare), "is below 0",
-         "-1 (by the window), or a number from 0 to 1");
   }
   if (!roofline && (peakFlops != 0 || peakBandwidth != 0)) {
     fail(peakFlops != 0 ? kEnvPeakFlops : kEnvPeakBandwidth,

@@ -22,8 +22,8 @@ std::string configJson(const Config& c) {
       << ", \"straggler_windows\": " << c.stragglerWindows
       << ", \"straggler_exit_threshold\": " << c.exitThreshold()
       << ", \"straggler_exit_windows\": " << c.stragglerExitWindows
-      << ", \"cell_outlier_factor\": " << c.cellFactor()
-      << ", \"cell_outlier_min_share\": " << c.cellMinShare()
+      << ", \"cell_outlier_factor\": " << c.cellOutlierFactor
+      << ", \"cell_outlier_min_share\": " << c.cellOutlierMinShare
       << ", \"cell_outlier_sigmas\": " << c.cellOutlierSigmas << ", \"hang_s\": " << c.hangSeconds
       << ", \"trace_max_mb\": " << c.traceMaxMb << "}";
   return out.str();

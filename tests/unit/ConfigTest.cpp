@@ -364,35 +364,6 @@ TEST(ConfigParseTest, StragglerSettings) {
   EXPECT_EQ(fromOne(kEnvStorePort, "29600").storePort, 29600);
 }
 
-// The cell limits' defaults follow the window: 1.1 and 1% at windows of 5 s or more, where a
-// finding takes a slowdown held for 30 s and a window's calls tell 1.2x from noise; 1.3 and 2%
-// below (docs/AGGREGATION.md). A value set is kept at any window, 0 share included.
-TEST(ConfigParseTest, CellLimitsFollowTheWindowUnlessSet) {
-  const Config defaults;  // 10 s windows
-  EXPECT_DOUBLE_EQ(defaults.cellFactor(), 1.1);
-  EXPECT_DOUBLE_EQ(defaults.cellMinShare(), 0.01);
-  const Config shortWindows = fromOne(kEnvIntervalS, "1");
-  EXPECT_DOUBLE_EQ(shortWindows.cellFactor(), 1.3);
-  EXPECT_DOUBLE_EQ(shortWindows.cellMinShare(), 0.02);
-  const Config fiveSeconds = fromOne(kEnvIntervalS, "5");
-  EXPECT_DOUBLE_EQ(fiveSeconds.cellFactor(), 1.1);
-  EXPECT_DOUBLE_EQ(fiveSeconds.cellMinShare(), 0.01);
-  const Config set = Config::fromVariables(
-      {{kEnvIntervalS, "10"}, {kEnvCellOutlierFactor, "1.3"}, {kEnvCellOutlierMinShare, "0"}});
-  EXPECT_DOUBLE_EQ(set.cellFactor(), 1.3);
-  EXPECT_DOUBLE_EQ(set.cellMinShare(), 0.0);
-  const Config byWindow = Config::fromVariables(
-      {{kEnvIntervalS, "2"}, {kEnvCellOutlierFactor, "0"}, {kEnvCellOutlierMinShare, "-1"}});
-  EXPECT_DOUBLE_EQ(byWindow.cellFactor(), 1.3);
-  EXPECT_DOUBLE_EQ(byWindow.cellMinShare(), 0.02);
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvCellOutlierFactor, "0.5"); }),
-            "ATTNSCOPE_CELL_OUTLIER_FACTOR=\"0.5\" is below 1.01; allowed: 0 (by the window), or a "
-            "number from 1.01 to 100");
-  EXPECT_EQ(invalidArgumentMessage([] { fromOne(kEnvCellOutlierMinShare, "-0.5"); }),
-            "ATTNSCOPE_CELL_OUTLIER_MIN_SHARE=\"-0.5\" is below 0; allowed: -1 (by the window), or "
-            "a number from 0 to 1");
-}
-
 TEST(ConfigParseTest, SeveralVariablesAtOnce) {
   const Config config = Config::fromVariables({{kEnvEnable, "0"},
                                                {kEnvSampleEvery, "4"},

@@ -108,24 +108,10 @@ struct ATTNSCOPE_API Config {
   // with an excess of at least this share of the rank's time per step in that layer and phase, is
   // a cell outlier (flagged like a straggler after `stragglerWindows` windows) when its excess is
   // also at least `cellOutlierSigmas` standard errors of the difference (CellOutlierLimits,
-  // core/Attribution.h, says how; docs/AGGREGATION.md how the defaults were chosen). Unset (0 and
-  // -1), the factor and the share follow the window (cellFactor(), cellMinShare()).
-  double cellOutlierFactor = 0;
-  double cellOutlierMinShare = -1;
+  // core/Attribution.h, says how; docs/AGGREGATION.md how the defaults were chosen).
+  double cellOutlierFactor = 1.3;
+  double cellOutlierMinShare = 0.02;
   double cellOutlierSigmas = 3;
-  // Windows this long or longer take the lower cell limits by default: a finding then needs a
-  // slowdown held for ATTNSCOPE_STRAGGLER_WINDOWS of them (30 s at 10 s windows), which a
-  // healthy rank's contention on a shared host does not give, and each window holds enough calls
-  // to tell 1.2x from noise. Shorter windows keep 1.3 and 2%: there a few seconds of contention
-  // is a finding at the lower ones (docs/AGGREGATION.md, "Detection quality").
-  static constexpr double kLongWindowSeconds = 5;
-  bool longWindows() const { return intervalSeconds >= kLongWindowSeconds; }
-  double cellFactor() const {
-    return cellOutlierFactor > 0 ? cellOutlierFactor : longWindows() ? 1.1 : 1.3;
-  }
-  double cellMinShare() const {
-    return cellOutlierMinShare >= 0 ? cellOutlierMinShare : longWindows() ? 0.01 : 0.02;
-  }
   double exitThreshold() const {
     return stragglerExitThreshold > 0 ? stragglerExitThreshold : 1 + (stragglerThreshold - 1) / 2;
   }
